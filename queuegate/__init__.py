@@ -1,0 +1,19 @@
+"""queuegate: a virtual waiting room for ASGI apps, with the line in Redis."""
+
+from .gate import Admission, QueueGate, admission
+from .settings import ConfigError, Room, Settings
+from .store import Outcome, Store, StoreError
+
+__all__ = [
+    "Admission",
+    "ConfigError",
+    "Outcome",
+    "QueueGate",
+    "Room",
+    "Settings",
+    "Store",
+    "StoreError",
+    "admission",
+]
+
+__version__ = "0.1.0"

