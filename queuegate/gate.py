@@ -77,9 +77,10 @@ class QueueGate:
     """A virtual waiting room in front of the paths of ``rooms``.
 
     ``redis`` is a URL (``redis://``, ``rediss://``, ``unix://``) or a
-    ``redis.asyncio.Redis`` client; other options are those of
-    :class:`queuegate.settings.Settings`, each also readable from its
-    ``QUEUEGATE_*`` environment variable.
+    ``redis.asyncio.Redis`` client. The other options are those of
+    :class:`queuegate.settings.Settings`; each one left as ``None`` is read
+    from its ``QUEUEGATE_*`` environment variable (``environ`` replaces
+    ``os.environ``), else takes its default.
     """
 
     def __init__(
@@ -90,19 +91,36 @@ class QueueGate:
         secret_key: str | Sequence[str] | None = None,
         redis: str | aioredis.Redis | None = None,
         waiting_template: str | None = None,
+        prefix: str | None = None,
+        cookie_secure: bool | None = None,
+        cookie_max_age: int | None = None,
+        timeout: float | None = None,
+        max_connections: int | None = None,
+        waiting_status: int | None = None,
+        endpoint: str | None = None,
         environ: Mapping[str, str] | None = None,
-        **options: Any,
     ) -> None:
         self.app = app
-        url = redis if isinstance(redis, str) else None
-        settings = Settings.load(environ, secret_key=secret_key, rooms=rooms, redis_url=url, **options)
+        settings = Settings.load(
+            environ,
+            secret_key=secret_key,
+            rooms=rooms,
+            redis_url=redis if isinstance(redis, str) else None,
+            prefix=prefix,
+            cookie_secure=cookie_secure,
+            cookie_max_age=cookie_max_age,
+            timeout=timeout,
+            max_connections=max_connections,
+            waiting_status=waiting_status,
+            endpoint=endpoint,
+        )
         if not settings.rooms:
             raise ConfigError("rooms: no room configured; pass rooms=[Room(...)] or set QUEUEGATE_ROOMS")
         self._owns_client = not isinstance(redis, aioredis.Redis)
         if isinstance(redis, aioredis.Redis):
             client = redis
         elif settings.redis_url is not None:
-            client = connect(settings.redis_url, settings.timeout)
+            client = connect(settings.redis_url, settings.timeout, settings.max_connections)
         else:
             raise ConfigError(
                 "redis is not set: pass redis='redis://host:6379/0' (or a redis.asyncio "
@@ -188,7 +206,9 @@ class QueueGate:
                 self._last_failure_log = now
                 logger.warning(
                     "queuegate: Redis did not answer for room %r (%s); failing %s",
-                    room.name, exc or "timeout", room.fail,
+                    room.name,
+                    exc or "timeout",
+                    room.fail,
                 )
             return None
 
@@ -231,7 +251,10 @@ class QueueGate:
             await _send_page(page, send, cookie)
         else:
             page = self.pages.message(
-                "closed", room.name, status=self.settings.waiting_status, as_json=as_json,
+                "closed",
+                room.name,
+                status=self.settings.waiting_status,
+                as_json=as_json,
                 retry_after=60,
             )
             await _send_page(page, send)
@@ -257,9 +280,7 @@ class QueueGate:
             await _send_page(self.pages.message("not_found", name, status=404, as_json=as_json), send)
             return
         method = scope["method"]
-        if (action == "status" and method not in ("GET", "HEAD")) or (
-            action == "leave" and method != "POST"
-        ):
+        if (action == "status" and method not in ("GET", "HEAD")) or (action == "leave" and method != "POST"):
             allowed = b"GET, HEAD" if action == "status" else b"POST"
             page = self.pages.state(name, "method_not_allowed", 405)
             await _send_page(page, send, [(b"allow", allowed)])

@@ -155,8 +155,14 @@ class Pages:
                 },
             )
         updated = time.strftime("%H:%M:%S UTC", time.gmtime(outcome.now_ms / 1000))
-        values = {"title": title, "status_url": status_url, "leave_url": leave_url,
-                  "poll_seconds": poll, "updated": updated, **facts}
+        values = {
+            "title": title,
+            "status_url": status_url,
+            "leave_url": leave_url,
+            "poll_seconds": poll,
+            "updated": updated,
+            **facts,
+        }
         body = self._waiting.safe_substitute({k: html.escape(str(v)) for k, v in values.items()})
         return Page(status, [*self._waiting_headers, *headers], body.encode())
 

@@ -109,9 +109,7 @@ class Room:
     def __post_init__(self) -> None:
         where = f"Room {self.name!r}"
         if not isinstance(self.name, str) or not ROOM_NAME.fullmatch(self.name):
-            raise ConfigError(
-                f"Room name must be 1-64 letters, digits, '-' or '_', got {self.name!r}"
-            )
+            raise ConfigError(f"Room name must be 1-64 letters, digits, '-' or '_', got {self.name!r}")
         if isinstance(self.paths, str) or not self.paths:
             raise ConfigError(f"{where}: paths must be a non-empty list of patterns like '/checkout*'")
         for pattern in self.paths:
@@ -178,14 +176,13 @@ class Settings:
     cookie_secure: bool = True
     cookie_max_age: int = 86400
     timeout: float = 0.25
+    max_connections: int = 50
     waiting_status: int = 503
     endpoint: str = "/_queuegate"
 
     def __post_init__(self) -> None:
         if not self.secret_keys:
-            raise ConfigError(
-                "secret_key is not set: pass secret_key=... or set QUEUEGATE_SECRET_KEY"
-            )
+            raise ConfigError("secret_key is not set: pass secret_key=... or set QUEUEGATE_SECRET_KEY")
         for key in self.secret_keys:
             if not isinstance(key, str) or len(key) < MIN_SECRET_LENGTH:
                 raise ConfigError(
@@ -201,6 +198,7 @@ class Settings:
             raise ConfigError(f"prefix must be 1-32 letters, digits, '.', '-' or '_', got {self.prefix!r}")
         _whole("cookie_max_age", self.cookie_max_age, 1)
         _seconds("timeout", self.timeout)
+        _whole("max_connections", self.max_connections, 1)
         if self.waiting_status not in WAITING_STATUS_CODES:
             raise ConfigError(
                 f"waiting_status must be one of {WAITING_STATUS_CODES}, got {self.waiting_status!r}"
@@ -235,6 +233,7 @@ class Settings:
             "cookie_secure": ("QUEUEGATE_COOKIE_SECURE", _env_bool),
             "cookie_max_age": ("QUEUEGATE_COOKIE_MAX_AGE", lambda n, v: int(_env_number(n, v))),
             "timeout": ("QUEUEGATE_TIMEOUT", _env_number),
+            "max_connections": ("QUEUEGATE_MAX_CONNECTIONS", lambda n, v: int(_env_number(n, v))),
             "waiting_status": ("QUEUEGATE_WAITING_STATUS", lambda n, v: int(_env_number(n, v))),
             "endpoint": ("QUEUEGATE_ENDPOINT", str),
         }

@@ -55,25 +55,31 @@ def _load(name: str) -> str:
     return files(__package__).joinpath("scripts", name).read_text(encoding="utf-8")
 
 
-def connect(url: str, timeout: float) -> aioredis.Redis:
+def connect(url: str, timeout: float, max_connections: int = 50) -> aioredis.Redis:
     """A client for ``redis://``, ``rediss://`` or ``unix://`` URLs.
 
     Every socket operation is bounded by ``timeout``; one immediate retry
-    covers a pooled connection that died with a Redis restart.
+    covers a pooled connection that died with a Redis restart. At most
+    ``max_connections`` are open; a request that finds them all busy waits
+    for one (within the caller's timeout) instead of failing.
     """
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(
             f"redis_url must start with redis://, rediss:// or unix://, got {url.split('://')[0]!r}"
         )
     try:
-        return aioredis.Redis.from_url(
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=max_connections,
+            timeout=timeout,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             retry=Retry(NoBackoff(), 1),
         )
     except ValueError as exc:
         raise ConfigError(f"redis_url is not valid: {exc}") from None
+    # from_pool: closing the client closes the pool and its connections.
+    return aioredis.Redis.from_pool(pool)
 
 
 class Store:
@@ -105,9 +111,7 @@ class Store:
         except OSError as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
-    async def enter(
-        self, room: Room, visitor: str, *, join: bool = True, now: int | None = None
-    ) -> Outcome:
+    async def enter(self, room: Room, visitor: str, *, join: bool = True, now: int | None = None) -> Outcome:
         """A request from ``visitor``: pass, wait (joining if new), or closed."""
         reply = await self._call("enter", room, now, visitor, "1" if join else "0")
         state = _text(reply[0])
@@ -147,9 +151,7 @@ class Store:
                 out[key] = int(float(value))
         return out
 
-    async def configure(
-        self, room: Room, *, now: int | None = None, **changes: Any
-    ) -> None:
+    async def configure(self, room: Room, *, now: int | None = None, **changes: Any) -> None:
         """Change run-time settings (seconds for durations); ``None`` resets one
         to the room's default from code. Checked before anything is written."""
         pairs: list[str] = []

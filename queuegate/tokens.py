@@ -32,9 +32,7 @@ class Tokens:
         self._signer = lru_cache(maxsize=4096)(self._make_signer)
 
     def _make_signer(self, room: str) -> TimestampSigner:
-        return TimestampSigner(
-            self._keys, salt=f"queuegate.room.{room}", digest_method=hashlib.sha256
-        )
+        return TimestampSigner(self._keys, salt=f"queuegate.room.{room}", digest_method=hashlib.sha256)
 
     def issue(self, room: str, visitor_id: str) -> str:
         return self._signer(room).sign(visitor_id).decode()

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from queuegate import QueueGate
 from queuegate.embedded import EmbeddedServer, server_binary
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 SECRET = "test-secret-key-0123456789abcdef"
 
@@ -53,8 +53,13 @@ async def ok_app(scope: Scope, receive: Receive, send: Send) -> None:
     """The protected app: answers 200 with the path, as any ASGI callable."""
     assert scope["type"] == "http"
     body = f"app:{scope['path']}".encode()
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

@@ -1,0 +1,111 @@
+"""Redis down or silent: every request still gets its answer in bounded time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from queuegate import Room
+from queuegate.embedded import EmbeddedServer, server_binary
+
+from .conftest import MakeGate, client_for
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 0.2
+MARGIN = 0.3  # scheduling slack on a loaded 2-core machine
+
+
+@pytest.fixture
+def own_server() -> Iterator[EmbeddedServer]:
+    """A server this test may kill and restart."""
+    with EmbeddedServer(server_binary("path")) as server:
+        yield server
+
+
+@pytest.fixture
+async def black_hole() -> AsyncIterator[str]:
+    """A port that accepts connections and never answers: a hung Redis."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        while await reader.read(65536):
+            pass
+
+    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    yield f"redis://127.0.0.1:{port}/0"
+    for writer in held:
+        writer.close()
+    server.close()
+    await server.wait_closed()
+
+
+def room(fail: str) -> Room:
+    return Room("sale", paths=["/checkout*"], rate=1, per=60.0, fail=fail)  # type: ignore[arg-type]
+
+
+async def _timed_get(client: object, path: str = "/checkout") -> tuple[int, float, dict[str, str]]:
+    start = time.monotonic()
+    response = await client.get(path)  # type: ignore[attr-defined]
+    return response.status_code, time.monotonic() - start, dict(response.headers)
+
+
+async def test_closed_mode_answers_503_in_time_when_redis_dies_then_recovers(
+    make_gate: MakeGate, own_server: EmbeddedServer
+) -> None:
+    gate = await make_gate(rooms=[room("closed")], redis=own_server.url, timeout=TIMEOUT)
+    async with client_for(gate) as admitted, client_for(gate) as other:
+        assert (await admitted.get("/checkout")).status_code == 200
+        own_server.kill()
+        for client in (admitted, other, admitted):
+            status, elapsed, headers = await _timed_get(client)
+            assert status == 503
+            assert headers["retry-after"] == "5"
+            assert headers["cache-control"] == "no-store"
+            assert elapsed < TIMEOUT + MARGIN
+        assert gate.counters["failed_closed"] == 3
+        # Same port, empty data: the gate reconnects and reloads its scripts.
+        own_server.start()
+        deadline = time.monotonic() + 5
+        while (await admitted.get("/checkout")).status_code != 200:
+            assert time.monotonic() < deadline, "gate did not recover after the restart"
+            await asyncio.sleep(0.05)
+        assert (await other.get("/checkout")).status_code == 503  # waits again, no error
+
+
+async def test_open_mode_forwards_in_time_and_counts(make_gate: MakeGate, own_server: EmbeddedServer) -> None:
+    gate = await make_gate(rooms=[room("open")], redis=own_server.url, timeout=TIMEOUT)
+    own_server.kill()
+    async with client_for(gate) as client:
+        for _ in range(3):
+            status, elapsed, _ = await _timed_get(client)
+            assert status == 200
+            assert elapsed < TIMEOUT + MARGIN
+    assert gate.counters["failed_open"] == 3
+
+
+@pytest.mark.parametrize("fail", ["closed", "open"])
+async def test_silent_redis_is_cut_off_at_the_timeout(
+    make_gate: MakeGate, black_hole: str, fail: str
+) -> None:
+    gate = await make_gate(rooms=[room(fail)], redis=black_hole, timeout=TIMEOUT)
+    async with client_for(gate) as client:
+        results = await asyncio.gather(*(_timed_get(client) for _ in range(5)))
+    for status, elapsed, _ in results:
+        assert status == (503 if fail == "closed" else 200)
+        assert elapsed < TIMEOUT + MARGIN
+
+
+async def test_status_and_leave_report_unavailable(make_gate: MakeGate, black_hole: str) -> None:
+    gate = await make_gate(rooms=[room("closed")], redis=black_hole, timeout=TIMEOUT)
+    async with client_for(gate) as client:
+        cookie = {"cookie": f"qg_sale={gate.tokens.issue('sale', 'A' * 16)}"}
+        status = await client.get("/_queuegate/status/sale", headers=cookie)
+        assert (status.status_code, status.json()["state"]) == (503, "unavailable")
+        left = await client.post("/_queuegate/leave/sale", headers=cookie)
+        assert left.status_code == 503

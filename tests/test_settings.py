@@ -1,0 +1,102 @@
+"""Broken settings fail at start-up, naming the setting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from queuegate import ConfigError, QueueGate, Room, Settings
+
+from .conftest import SECRET, ok_app
+
+ROOM = Room("sale", paths=["/checkout*"], rate=2, per=10)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"name": "bad name!", "paths": ["/x"], "rate": 1}, "Room name"),
+        ({"name": "sale", "paths": "/checkout", "rate": 1}, "paths"),
+        ({"name": "sale", "paths": ["checkout"], "rate": 1}, "start with '/'"),
+        ({"name": "sale", "paths": ["/x"]}, "rate"),
+        ({"name": "sale", "paths": ["/x"], "rate": -1}, "rate"),
+        ({"name": "sale", "paths": ["/x"], "rate": 1.5}, "rate"),
+        ({"name": "sale", "paths": ["/x"], "rate": 1, "per": 0}, "per"),
+        ({"name": "sale", "paths": ["/x"], "rate": 1, "per": float("nan")}, "per"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "session": -5}, "session"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "sliding": "yes"}, "sliding"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "fail": "maybe"}, "fail"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "status": "ajar"}, "status"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "methods": "GET"}, "methods"),
+    ],
+)
+def test_bad_room_settings(kwargs: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        Room(**kwargs)  # type: ignore[arg-type]
+
+
+def test_missing_secret_and_redis_name_their_settings() -> None:
+    with pytest.raises(ConfigError, match="QUEUEGATE_SECRET_KEY"):
+        QueueGate(ok_app, rooms=[ROOM], redis="redis://localhost", environ={})
+    with pytest.raises(ConfigError, match="QUEUEGATE_REDIS_URL"):
+        QueueGate(ok_app, rooms=[ROOM], secret_key=SECRET, environ={})
+    with pytest.raises(ConfigError, match="at least 16"):
+        QueueGate(ok_app, rooms=[ROOM], secret_key="short", redis="redis://x", environ={})
+    with pytest.raises(ConfigError, match="QUEUEGATE_ROOMS"):
+        QueueGate(ok_app, secret_key=SECRET, redis="redis://x", environ={})
+    with pytest.raises(ConfigError, match="redis_url"):
+        QueueGate(ok_app, rooms=[ROOM], secret_key=SECRET, redis="http://x", environ={})
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"QUEUEGATE_TIMEOUT": "soon"}, "QUEUEGATE_TIMEOUT"),
+        ({"QUEUEGATE_TIMEOUT": "-1"}, "timeout"),
+        ({"QUEUEGATE_COOKIE_SECURE": "perhaps"}, "QUEUEGATE_COOKIE_SECURE"),
+        ({"QUEUEGATE_WAITING_STATUS": "418"}, "waiting_status"),
+        ({"QUEUEGATE_ROOMS": "[{"}, "QUEUEGATE_ROOMS is not valid JSON"),
+        ({"QUEUEGATE_ROOMS": '{"name": "x"}'}, "JSON list"),
+        ({"QUEUEGATE_ROOMS": '[{"name": "x", "paths": ["/x"], "rate": 1, "speed": 2}]'}, "speed"),
+        ({"QUEUEGATE_ROOMS": '[{"name": "x", "paths": ["/x"], "rate": -2}]'}, "rate"),
+        ({"QUEUEGATE_PREFIX": "a b"}, "prefix"),
+        ({"QUEUEGATE_ENDPOINT": "queue"}, "endpoint"),
+    ],
+)
+def test_bad_environment_names_the_variable(env: dict[str, str], named: str) -> None:
+    environ = {"QUEUEGATE_SECRET_KEY": SECRET, "QUEUEGATE_REDIS_URL": "redis://x", **env}
+    with pytest.raises(ConfigError, match=named):
+        Settings.load(environ, rooms=None if "QUEUEGATE_ROOMS" in env else [ROOM])
+
+
+def test_everything_from_the_environment() -> None:
+    rooms = [{"name": "sale", "paths": ["/checkout*"], "rate": 5, "per": 2, "fail": "open"}]
+    environ = {
+        "QUEUEGATE_SECRET_KEY": f"{SECRET}new, {SECRET}",
+        "QUEUEGATE_REDIS_URL": "redis://redis.internal:6380/2",
+        "QUEUEGATE_ROOMS": json.dumps(rooms),
+        "QUEUEGATE_COOKIE_SECURE": "false",
+        "QUEUEGATE_TIMEOUT": "0.5",
+        "QUEUEGATE_WAITING_STATUS": "429",
+    }
+    gate = QueueGate(ok_app, environ=environ)
+    assert gate.settings.secret_keys == (f"{SECRET}new", SECRET)
+    assert gate.settings.redis_url == "redis://redis.internal:6380/2"
+    assert gate.rooms["sale"] == Room("sale", paths=["/checkout*"], rate=5, per=2, fail="open")
+    assert (gate.settings.cookie_secure, gate.settings.timeout, gate.settings.waiting_status) == (
+        False,
+        0.5,
+        429,
+    )
+
+
+def test_code_wins_over_the_environment() -> None:
+    environ = {"QUEUEGATE_SECRET_KEY": SECRET, "QUEUEGATE_TIMEOUT": "2"}
+    gate = QueueGate(ok_app, rooms=[ROOM], redis="redis://x", timeout=0.1, environ=environ)
+    assert gate.settings.timeout == 0.1
+
+
+def test_duplicate_room_names() -> None:
+    with pytest.raises(ConfigError, match="unique"):
+        Settings.load({}, secret_key=SECRET, rooms=[ROOM, ROOM])
