@@ -54,8 +54,10 @@ def eta_text(eta_ms: int) -> str:
     """The estimate as people read it; never more precise than it is."""
     if eta_ms < 0:
         return "unknown for now"
+    if eta_ms <= 10_000:
+        return "a few seconds"
     if eta_ms < 60_000:
-        return "less than a minute"
+        return f"about {math.ceil(eta_ms / 10_000) * 10} seconds"
     minutes = math.ceil(eta_ms / 60_000)
     if minutes < 90:
         return f"about {minutes} minute{'s' if minutes != 1 else ''}"

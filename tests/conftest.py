@@ -8,14 +8,16 @@ forces the wheel's, and ``QUEUEGATE_TEST_REDIS_URL`` uses a server you run
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 import redis
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from queuegate import QueueGate
 from queuegate.embedded import EmbeddedServer, server_binary
@@ -87,3 +89,23 @@ async def make_gate(redis_url: str) -> AsyncIterator[MakeGate]:
 def client_for(app: ASGIApp) -> httpx.AsyncClient:
     """A client with its own cookie jar, like one browser."""
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://shop.test")
+
+
+@asynccontextmanager
+async def running(app: ASGIApp) -> AsyncIterator[None]:
+    """Run ``app``'s lifespan (through all its middleware) around the block."""
+    inbox: asyncio.Queue[Message] = asyncio.Queue()
+    outbox: asyncio.Queue[Message] = asyncio.Queue()
+
+    async def serve() -> None:
+        await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, inbox.get, outbox.put)
+
+    task = asyncio.create_task(serve())
+    await inbox.put({"type": "lifespan.startup"})
+    assert (await outbox.get())["type"] == "lifespan.startup.complete"
+    try:
+        yield
+    finally:
+        await inbox.put({"type": "lifespan.shutdown"})
+        assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
+        await task
