@@ -1,36 +1,44 @@
 """The gate: a pure ASGI middleware in front of the protected paths.
 
-Per gated request: match the path to a room, read the room's signed cookie,
-make one script call, then forward (active), or answer with the waiting page
-or JSON. Everything that can be prepared is prepared in ``__init__``.
+Per gated request: match the path to a room, skip it if a bypass rule says
+so, read the room's signed cookie, make one script call, then forward
+(active) or answer with the waiting page or JSON. Everything that can be
+prepared is prepared in ``__init__``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import inspect
+import ipaddress
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
-from starlette.requests import cookie_parser
+from starlette.requests import Request, cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .pages import Page, Pages
 from .paths import compile_patterns, normalise
+from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
 from .store import Outcome, Store, StoreError, connect
 from .tokens import Tokens, new_visitor_id
 
-__all__ = ["Admission", "QueueGate", "admission"]
+__all__ = ["Admission", "Identify", "QueueGate", "admission"]
 
 logger = logging.getLogger("queuegate")
 
 FAILURE_LOG_INTERVAL = 10.0  # seconds; one log line per burst of Redis failures
 UNAVAILABLE_RETRY = 5  # seconds a client should wait after a failed check
+BYPASS_HEADER = b"x-queuegate-bypass"
+
+Identify = Callable[[Request], Awaitable[str | None] | str | None]
 
 
 @dataclass(slots=True)
@@ -44,7 +52,15 @@ class Admission:
 
     async def release(self) -> bool:
         """The protected action is done: free this visitor's slot at once."""
-        return await self.gate.store.release(self.gate.rooms[self.room], self.visitor)
+        return await self.gate.rooms[self.room].release(self.visitor)
+
+
+@dataclass(frozen=True, slots=True)
+class _Visitor:
+    visitor: str | None  # from a valid token, else None (a newcomer)
+    user_hash: str | None  # the signed-in user, keyed-hashed
+    refused: bool = False  # the token belongs to another user
+    unbound: bool = False  # an anonymous token, now presented by a signed-in user
 
 
 def admission(request: Any) -> Admission | None:
@@ -77,7 +93,9 @@ class QueueGate:
     """A virtual waiting room in front of the paths of ``rooms``.
 
     ``redis`` is a URL (``redis://``, ``rediss://``, ``unix://``) or a
-    ``redis.asyncio.Redis`` client. The other options are those of
+    ``redis.asyncio.Redis`` client. ``identify(request)`` may return the id of
+    a signed-in user (or ``None``), so that a user holds one place per room
+    across devices. The other options are those of
     :class:`queuegate.settings.Settings`; each one left as ``None`` is read
     from its ``QUEUEGATE_*`` environment variable (``environ`` replaces
     ``os.environ``), else takes its default.
@@ -90,6 +108,7 @@ class QueueGate:
         rooms: Sequence[Room] | None = None,
         secret_key: str | Sequence[str] | None = None,
         redis: str | aioredis.Redis | None = None,
+        identify: Identify | None = None,
         waiting_template: str | None = None,
         prefix: str | None = None,
         cookie_secure: bool | None = None,
@@ -98,6 +117,9 @@ class QueueGate:
         max_connections: int | None = None,
         waiting_status: int | None = None,
         endpoint: str | None = None,
+        bypass_paths: Sequence[str] | None = None,
+        bypass_secret: str | None = None,
+        bypass_networks: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.app = app
@@ -113,9 +135,14 @@ class QueueGate:
             max_connections=max_connections,
             waiting_status=waiting_status,
             endpoint=endpoint,
+            bypass_paths=bypass_paths,
+            bypass_secret=bypass_secret,
+            bypass_networks=bypass_networks,
         )
         if not settings.rooms:
             raise ConfigError("rooms: no room configured; pass rooms=[Room(...)] or set QUEUEGATE_ROOMS")
+        if identify is not None and not callable(identify):
+            raise ConfigError("identify must be a function of the request, returning a user id or None")
         self._owns_client = not isinstance(redis, aioredis.Redis)
         if isinstance(redis, aioredis.Redis):
             client = redis
@@ -127,40 +154,36 @@ class QueueGate:
                 "client) or set QUEUEGATE_REDIS_URL"
             )
         self.settings = settings
+        self.identify = identify
         self.store = Store(client, settings.prefix)
-        self.rooms: dict[str, Room] = {room.name: room for room in settings.rooms}
-        self._matchers = [
-            (
-                compile_patterns(room.paths),
-                None if room.methods is None else frozenset(m.upper() for m in room.methods),
-                room,
-            )
-            for room in settings.rooms
-        ]
+        self.rooms = Rooms(settings.rooms, self.store)
         self.tokens = Tokens(settings.secret_keys, settings.cookie_max_age)
         self.pages = Pages(settings.waiting_status, waiting_template)
         self.timeout = settings.timeout
-        flags = f"; Path=/; Max-Age={settings.cookie_max_age}; HttpOnly; SameSite=Lax"
-        self._cookie_flags = flags + ("; Secure" if settings.cookie_secure else "")
-        self._cookie_clear = "=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (
-            "; Secure" if settings.cookie_secure else ""
-        )
-        self._endpoint = re.compile(re.escape(settings.endpoint) + r"/(status|leave)/([A-Za-z0-9_-]{1,64})")
+        self._bypass_paths = compile_patterns(settings.bypass_paths)
+        self._bypass_secret = None if settings.bypass_secret is None else settings.bypass_secret.encode()
+        self._bypass_networks = [ipaddress.ip_network(n, strict=False) for n in settings.bypass_networks]
+        secure = "; Secure" if settings.cookie_secure else ""
+        self._cookie_flags = f"; Path=/; Max-Age={settings.cookie_max_age}; HttpOnly; SameSite=Lax{secure}"
+        self._cookie_clear = f"=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
+        self._endpoint = re.compile(re.escape(settings.endpoint) + r"/(status|leave)/([A-Za-z0-9_-]{1,100})")
         self._endpoint_prefix = settings.endpoint + "/"
-        self.counters = {"failed_open": 0, "failed_closed": 0}
+        self.counters = {"failed_open": 0, "failed_closed": 0, "refused": 0, "bypassed": 0}
         self._last_failure_log = 0.0
 
     # -- routing -----------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            if scope["path"].startswith(self._endpoint_prefix):
-                found = self._endpoint.fullmatch(scope["path"])
+            path = scope["path"]
+            if path.startswith(self._endpoint_prefix):
+                found = self._endpoint.fullmatch(path)
                 if found:
                     await self._serve_endpoint(found[1], found[2], scope, send)
                     return
-            room = self.match(scope["path"], scope["method"])
-            if room is not None:
+            canonical = normalise(path)
+            room = self.rooms.match(canonical, scope["method"])
+            if room is not None and not self._bypassed(canonical, scope):
                 await self._gate(room, scope, receive, send)
                 return
         elif scope["type"] == "lifespan" and self._owns_client:
@@ -169,12 +192,32 @@ class QueueGate:
         await self.app(scope, receive, send)
 
     def match(self, path: str, method: str = "GET") -> Room | None:
-        """The first room whose patterns cover ``path`` (after normalisation)."""
-        canonical = normalise(path)
-        for pattern, methods, room in self._matchers:
-            if (methods is None or method in methods) and pattern.fullmatch(canonical):
-                return room
-        return None
+        """The room that gates ``path`` (after normalisation), if any."""
+        return self.rooms.match(normalise(path), method)
+
+    def _bypassed(self, canonical: str, scope: Scope) -> bool:
+        if self._bypass_rule(canonical, scope):
+            self.counters["bypassed"] += 1
+            return True
+        return False
+
+    def _bypass_rule(self, canonical: str, scope: Scope) -> bool:
+        """Bypass rules, checked before any Redis call: paths, the secret
+        header, client networks (the client address as the server reports it;
+        behind a proxy, let the server trust its forwarded-for header)."""
+        if any(p.fullmatch(canonical) for p in self._bypass_paths):
+            return True
+        if self._bypass_secret is not None:
+            for name, value in scope["headers"]:
+                if name == BYPASS_HEADER and hmac.compare_digest(value, self._bypass_secret):
+                    return True
+        if self._bypass_networks and scope.get("client"):
+            try:
+                address = ipaddress.ip_address(scope["client"][0])
+            except ValueError:
+                return False
+            return any(address in network for network in self._bypass_networks)
+        return False
 
     def _closing_send(self, send: Send) -> Send:
         async def closing_send(message: Message) -> None:
@@ -184,21 +227,46 @@ class QueueGate:
 
         return closing_send
 
-    # -- the gate ----------------------------------------------------------
+    # -- visitors ------------------------------------------------------------
 
-    def _set_cookie(self, room: Room, visitor: str) -> tuple[bytes, bytes]:
-        value = f"qg_{room.name}={self.tokens.issue(room.name, visitor)}{self._cookie_flags}"
+    def _set_cookie(self, room: Room, visitor: str, user_hash: str | None) -> tuple[bytes, bytes]:
+        value = f"qg_{room.name}={self.tokens.issue(room.name, visitor, user_hash)}{self._cookie_flags}"
         return (b"set-cookie", value.encode())
 
-    def _visitor(self, room: Room, scope: Scope) -> str | None:
-        token = _cookies(scope).get(f"qg_{room.name}")
-        return None if token is None else self.tokens.read(room.name, token)
+    def _clear_cookie(self, room: Room) -> tuple[bytes, bytes]:
+        return (b"set-cookie", f"qg_{room.name}{self._cookie_clear}".encode())
 
-    async def _enter(self, room: Room, visitor: str, join: bool) -> Outcome | None:
+    async def _user(self, scope: Scope) -> str | None:
+        if self.identify is None:
+            return None
+        user = self.identify(Request(scope))
+        if inspect.isawaitable(user):
+            user = await user
+        return user or None
+
+    async def _visitor(self, room: Room, scope: Scope) -> _Visitor:
+        """Who is asking: the token's visitor and the signed-in user, if any.
+
+        A token bound to a user is refused when presented by anyone else
+        (another user, or nobody signed in)."""
+        user = await self._user(scope)
+        user_hash = None if user is None else self.tokens.user_hash(user)
+        token = _cookies(scope).get(f"qg_{room.name}")
+        found = None if token is None else self.tokens.read(room.name, token)
+        if found is None:
+            return _Visitor(None, user_hash)
+        visitor, bound = found
+        if bound is not None and (user is None or not self.tokens.is_user(bound, user)):
+            return _Visitor(None, user_hash, refused=True)
+        return _Visitor(visitor, user_hash, unbound=bound is None and user_hash is not None)
+
+    async def _enter(self, room: Room, visitor: str, join: bool, user_hash: str | None) -> Outcome | None:
         """One script call within the timeout; ``None`` when the store failed."""
         try:
             async with asyncio.timeout(self.timeout):
-                return await self.store.enter(room, visitor, join=join)
+                return await self.store.enter(
+                    room, visitor, join=join, user_hash=user_hash, user_ttl=self.settings.cookie_max_age
+                )
         except (StoreError, TimeoutError) as exc:
             self.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
             now = time.monotonic()
@@ -212,7 +280,7 @@ class QueueGate:
                 )
             return None
 
-    def _waiting_page(self, room: Room, outcome: Outcome, as_json: bool, status: int | None = None) -> Page:
+    def _line_page(self, room: Room, outcome: Outcome, as_json: bool, status: int | None = None) -> Page:
         base = self.settings.endpoint
         return self.pages.waiting(
             room.title or room.name,
@@ -224,38 +292,45 @@ class QueueGate:
             status=status,
         )
 
+    def _unavailable(self, room: Room, as_json: bool) -> Page:
+        return self.pages.message(
+            "unavailable", room.name, status=503, as_json=as_json, retry_after=UNAVAILABLE_RETRY
+        )
+
+    async def _refuse(self, room: Room, as_json: bool, send: Send) -> None:
+        # The cookie is cleared: next time this browser is simply a newcomer.
+        self.counters["refused"] += 1
+        page = self.pages.message("refused", room.name, status=403, as_json=as_json)
+        await _send_page(page, send, [self._clear_cookie(room)])
+
+    # -- the gate ----------------------------------------------------------
+
     async def _gate(self, room: Room, scope: Scope, receive: Receive, send: Send) -> None:
-        visitor = self._visitor(room, scope)
-        fresh = visitor is None
-        if visitor is None:
-            visitor = new_visitor_id()
-        outcome = await self._enter(room, visitor, join=True)
         as_json = _wants_json(scope)
+        who = await self._visitor(room, scope)
+        if who.refused:
+            await self._refuse(room, as_json, send)
+            return
+        asked = who.visitor or new_visitor_id()
+        outcome = await self._enter(room, asked, True, who.user_hash)
         if outcome is None:
             if room.fail == "open":
                 await self.app(scope, receive, send)
-                return
-            page = self.pages.message(
-                "unavailable", room.name, status=503, as_json=as_json, retry_after=UNAVAILABLE_RETRY
-            )
-            await _send_page(page, send)
+            else:
+                await _send_page(self._unavailable(room, as_json), send)
             return
-        # A new place in line gets a new cookie, so the token's age counts
-        # from the time the visitor joined.
-        cookie = [self._set_cookie(room, visitor)] if fresh or outcome.joined else []
+        # A new place in line, a place taken over from another device, or a
+        # newly signed-in user: a new cookie, whose age counts from now.
+        renew = who.visitor is None or outcome.joined or outcome.visitor != asked or who.unbound
+        cookie = [self._set_cookie(room, outcome.visitor, who.user_hash)] if renew else []
         if outcome.state in ("active", "pass"):
-            scope["queuegate"] = Admission(room.name, visitor, outcome.expires_ms, self)
+            scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self)
             await self.app(scope, receive, self._with_headers(send, cookie))
-        elif outcome.state == "waiting":
-            page = self._waiting_page(room, outcome, as_json)
-            await _send_page(page, send, cookie)
+        elif outcome.state in ("waiting", "prequeue"):
+            await _send_page(self._line_page(room, outcome, as_json), send, cookie)
         else:
             page = self.pages.message(
-                "closed",
-                room.name,
-                status=self.settings.waiting_status,
-                as_json=as_json,
-                retry_after=60,
+                "closed", room.name, status=self.settings.waiting_status, as_json=as_json, retry_after=60
             )
             await _send_page(page, send)
 
@@ -274,7 +349,7 @@ class QueueGate:
     # -- the gate's own endpoints -----------------------------------------
 
     async def _serve_endpoint(self, action: str, name: str, scope: Scope, send: Send) -> None:
-        room = self.rooms.get(name)
+        room = self.rooms.room(name)
         as_json = action == "status" or _wants_json(scope)
         if room is None:
             await _send_page(self.pages.message("not_found", name, status=404, as_json=as_json), send)
@@ -285,22 +360,22 @@ class QueueGate:
             page = self.pages.state(name, "method_not_allowed", 405)
             await _send_page(page, send, [(b"allow", allowed)])
             return
-        visitor = self._visitor(room, scope)
-        if action == "leave":
-            await self._leave(room, visitor, as_json, send)
-        elif visitor is None:
+        who = await self._visitor(room, scope)
+        if who.refused:
+            await self._refuse(room, as_json, send)
+        elif action == "leave":
+            await self._leave(room, who.visitor, as_json, send)
+        elif who.visitor is None:
             await _send_page(self.pages.state(name, "none"), send)
         else:
-            await self._status(room, visitor, send)
+            await self._status(room, who.visitor, who.user_hash, send)
 
-    async def _status(self, room: Room, visitor: str, send: Send) -> None:
-        outcome = await self._enter(room, visitor, join=False)
+    async def _status(self, room: Room, visitor: str, user_hash: str | None, send: Send) -> None:
+        outcome = await self._enter(room, visitor, False, user_hash)
         if outcome is None:
-            page = self.pages.message(
-                "unavailable", room.name, status=503, as_json=True, retry_after=UNAVAILABLE_RETRY
-            )
-        elif outcome.state == "waiting":
-            page = self._waiting_page(room, outcome, as_json=True, status=200)
+            page = self._unavailable(room, as_json=True)
+        elif outcome.state in ("waiting", "prequeue"):
+            page = self._line_page(room, outcome, as_json=True, status=200)
         elif outcome.state == "active":
             expires_in = max(0, (outcome.expires_ms - outcome.now_ms) // 1000)
             page = self.pages.state(room.name, "active", expires_in_seconds=expires_in)
@@ -314,10 +389,7 @@ class QueueGate:
                 async with asyncio.timeout(self.timeout):
                     await self.store.leave(room, visitor)
             except (StoreError, TimeoutError):
-                page = self.pages.message(
-                    "unavailable", room.name, status=503, as_json=as_json, retry_after=UNAVAILABLE_RETRY
-                )
-                await _send_page(page, send)
+                await _send_page(self._unavailable(room, as_json), send)
                 return
         page = self.pages.message("left", room.name, status=200, as_json=as_json)
-        await _send_page(page, send, [(b"set-cookie", f"qg_{room.name}{self._cookie_clear}".encode())])
+        await _send_page(page, send, [self._clear_cookie(room)])

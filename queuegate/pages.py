@@ -40,6 +40,11 @@ MESSAGES = {
         "Your place has been given up. Coming back puts you at the end of the line.",
     ),
     "not_found": ("Not found", "There is no such waiting room."),
+    "refused": (
+        "This place belongs to someone else",
+        "This place in line was taken by another account. Sign in with the account that joined, "
+        "or open the page again to join the line yourself.",
+    ),
 }
 
 
@@ -91,26 +96,29 @@ class Pages:
 
     ``waiting_template`` replaces the waiting page: a ``string.Template`` text
     with the placeholders ``$title``, ``$position``, ``$ahead_text``,
-    ``$eta_text``, ``$updated``, ``$status_url``, ``$leave_url`` and
-    ``$poll_seconds`` (all HTML-escaped).
+    ``$eta_text``, ``$position_label``, ``$ahead_label``, ``$updated``,
+    ``$status_url``, ``$leave_url`` and ``$poll_seconds`` (all HTML-escaped).
     """
 
     def __init__(self, waiting_status: int, waiting_template: str | None = None) -> None:
         self.waiting_status = waiting_status
         waiting = waiting_template if waiting_template is not None else _template("waiting.html")
         message = _template("message.html")
+        prequeue = _template("prequeue.html")
         self._waiting = Template(waiting)
         self._message = Template(message)
+        self._prequeue_page = Template(prequeue)
         common: Headers = [
             (b"cache-control", b"no-store"),
             (b"x-content-type-options", b"nosniff"),
             (b"referrer-policy", b"same-origin"),
         ]
         self._json_headers = [*common, (b"content-type", b"application/json")]
+        # One CSP for both line pages: the hashes of both pages' scripts.
         self._waiting_headers = [
             *common,
             (b"content-type", b"text/html; charset=utf-8"),
-            (b"content-security-policy", _csp(waiting)),
+            (b"content-security-policy", _csp(waiting + prequeue)),
         ]
         self._message_headers = [
             *common,
@@ -133,40 +141,95 @@ class Pages:
         as_json: bool,
         status: int | None = None,
     ) -> Page:
+        """The waiting page or JSON for a ``waiting`` or ``prequeue`` outcome."""
         status = self.waiting_status if status is None else status
-        eta_seconds = None if outcome.eta_ms < 0 else math.ceil(outcome.eta_ms / 1000)
         poll = max(1, math.ceil(outcome.poll_ms / 1000))
-        headers = [(b"retry-after", str(poll).encode())]
-        facts = {
-            "position": outcome.rank + 1,
-            "ahead_text": _ahead_text(outcome.rank),
+        headers = [*self._json_headers] if as_json else [*self._waiting_headers]
+        headers.append((b"retry-after", str(poll).encode()))
+        if outcome.state == "prequeue":
+            return self._prequeue(title, room, outcome, status, headers, poll, status_url, leave_url, as_json)
+        lottery = outcome.method == "random"
+        facts: dict[str, Any] = {
+            "position": None if lottery else outcome.rank + 1,
+            "ahead_text": "a random draw whenever places free up" if lottery else _ahead_text(outcome.rank),
             "eta_text": eta_text(outcome.eta_ms),
         }
         if as_json:
-            return self._json(
-                status,
-                [*self._json_headers, *headers],
-                {
-                    "room": room,
-                    "state": "waiting",
-                    "ahead": outcome.rank,
-                    "line": outcome.line,
-                    "eta_seconds": eta_seconds,
-                    "poll_after_seconds": poll,
-                    **facts,
-                },
-            )
-        updated = time.strftime("%H:%M:%S UTC", time.gmtime(outcome.now_ms / 1000))
+            payload = {
+                "room": room,
+                "state": "waiting",
+                "method": outcome.method,
+                "ahead": None if lottery else outcome.rank,
+                "line": outcome.line,
+                "eta_seconds": None if outcome.eta_ms < 0 else math.ceil(outcome.eta_ms / 1000),
+                "poll_after_seconds": poll,
+                **facts,
+            }
+            return self._json(status, headers, payload)
         values = {
+            **facts,
+            "position": outcome.line if lottery else outcome.rank + 1,
+            "position_label": "people in the draw" if lottery else "your place in line",
+            "ahead_label": "Who goes next" if lottery else "Ahead of you",
+        }
+        body = self._render(self._waiting, title, outcome, poll, status_url, leave_url, values)
+        return Page(status, headers, body)
+
+    def _prequeue(
+        self,
+        title: str,
+        room: str,
+        outcome: Outcome,
+        status: int,
+        headers: Headers,
+        poll: int,
+        status_url: str,
+        leave_url: str,
+        as_json: bool,
+    ) -> Page:
+        opens_in = max(0, outcome.opens_at_ms - outcome.now_ms)
+        if as_json:
+            payload = {
+                "room": room,
+                "state": "prequeue",
+                "opens_in_ms": opens_in,
+                "opens_in_seconds": math.ceil(opens_in / 1000),
+                "line": outcome.line,
+                "seed_sha256": outcome.seed_sha256,
+                "poll_after_seconds": poll,
+            }
+            return self._json(status, headers, payload)
+        seconds = math.ceil(opens_in / 1000)
+        values = {
+            "opens_in_ms": opens_in,
+            "countdown": f"{seconds // 60}:{seconds % 60:02d}",
+            "line": outcome.line,
+            "opens_at": time.strftime("%H:%M:%S UTC", time.gmtime(outcome.opens_at_ms / 1000)),
+            "seed_sha256": outcome.seed_sha256,
+        }
+        body = self._render(self._prequeue_page, title, outcome, poll, status_url, leave_url, values)
+        return Page(status, headers, body)
+
+    @staticmethod
+    def _render(
+        template: Template,
+        title: str,
+        outcome: Outcome,
+        poll: int,
+        status_url: str,
+        leave_url: str,
+        values: Mapping[str, Any],
+    ) -> bytes:
+        updated = time.strftime("%H:%M:%S UTC", time.gmtime(outcome.now_ms / 1000))
+        every = {
             "title": title,
             "status_url": status_url,
             "leave_url": leave_url,
             "poll_seconds": poll,
             "updated": updated,
-            **facts,
+            **values,
         }
-        body = self._waiting.safe_substitute({k: html.escape(str(v)) for k, v in values.items()})
-        return Page(status, [*self._waiting_headers, *headers], body.encode())
+        return template.safe_substitute({k: html.escape(str(v)) for k, v in every.items()}).encode()
 
     def state(self, room: str, state: str, status: int = 200, **extra: Any) -> Page:
         """A JSON state for the status endpoint (active, pass, none)."""

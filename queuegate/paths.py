@@ -13,13 +13,17 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import partial
 from urllib.parse import unquote
+
+from .settings import PLACEHOLDER
 
 __all__ = ["compile_patterns", "normalise"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SLASHES = re.compile(r"/{2,}")
 _STAR = "\ue000"
+_SLOT = "\ue001"
 
 
 def normalise(path: str) -> str:
@@ -51,16 +55,30 @@ def normalise(path: str) -> str:
     return "/" + "/".join(segments)
 
 
-def compile_patterns(patterns: Sequence[str]) -> re.Pattern[str]:
-    """One regex for a room's glob patterns: ``*`` matches anything, ``/`` too.
+def _slot(slots: dict[str, str], found: re.Match[str]) -> str:
+    return slots[found[1]]
+
+
+def compile_patterns(patterns: Sequence[str]) -> list[re.Pattern[str]]:
+    """Compile a room's glob patterns: ``*`` matches anything, ``/`` too, and
+    ``{name}`` one path segment, captured under that name.
 
     Patterns are normalised like paths, so ``/Checkout*`` and ``/checkout*``
     are the same pattern.
     """
-    parts = []
+    compiled = []
     for pattern in patterns:
-        # A private-use character stands in for '*' while the pattern is
-        # normalised, so the star survives decoding and case folding.
-        canonical = normalise(pattern.replace("*", _STAR))
-        parts.append(".*".join(re.escape(piece) for piece in canonical.split(_STAR)))
-    return re.compile("|".join(f"(?:{p})" for p in parts))
+        names = PLACEHOLDER.findall(pattern)
+        # Private-use characters stand in for '*' and each {name} while the
+        # pattern is normalised, so they survive decoding and case folding.
+        slots = {name: f"{_SLOT}{i}{_SLOT}" for i, name in enumerate(names)}
+        marked = PLACEHOLDER.sub(partial(_slot, slots), pattern)
+        canonical = normalise(marked.replace("*", _STAR))
+        regex = ""
+        for i, piece in enumerate(canonical.split(_SLOT)):
+            if i % 2:
+                regex += f"(?P<{names[int(piece)]}>[^/]+)"
+            else:
+                regex += ".*".join(re.escape(part) for part in piece.split(_STAR))
+        compiled.append(re.compile(regex))
+    return compiled

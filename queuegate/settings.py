@@ -8,19 +8,23 @@ variables; code wins.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 __all__ = ["STATUSES", "ConfigError", "Room", "Settings", "check_room_setting"]
 
 STATUSES = ("open", "paused", "queue_all", "passthrough", "closed")
+METHODS = ("fifo", "random")
 WAITING_STATUS_CODES = (200, 429, 503)
-ROOM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+ROOM_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MIN_SECRET_LENGTH = 16
 
 FailMode = Literal["closed", "open"]
@@ -68,10 +72,45 @@ def check_room_setting(name: str, value: Any) -> str:
         if value not in STATUSES:
             raise ConfigError(f"status must be one of {', '.join(STATUSES)}, got {value!r}")
         return str(value)
+    if name == "method":
+        if value not in METHODS:
+            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {value!r}")
+        return str(value)
+    if name == "opens_at":
+        return str(_opening_ms(value))
     raise ConfigError(f"unknown room setting {name!r}")
 
 
-ROOM_SETTINGS = ("rate", "per", "capacity", "session", "sliding", "abandon", "max_step", "status")
+def _opening_ms(value: Any) -> int:
+    """An opening time as epoch ms: a timezone-aware datetime, an ISO 8601 text
+    with a zone, epoch seconds, or None/0 for no scheduled opening."""
+    if value is None or value == 0:
+        return 0
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"opens_at must be an ISO 8601 time, got {value!r}") from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ConfigError(f"opens_at needs a time zone, like 2026-12-01T10:00:00+00:00, got {value}")
+        return round(value.timestamp() * 1000)
+    return round(_seconds("opens_at", value) * 1000)
+
+
+# In the order advance.lua reads them from a room's packed defaults.
+ROOM_SETTINGS = (
+    "rate",
+    "per",
+    "capacity",
+    "session",
+    "sliding",
+    "abandon",
+    "max_step",
+    "status",
+    "method",
+    "opens_at",
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +126,16 @@ class Room:
     answers 503, ``open`` lets the request through. ``title`` is the name shown
     to visitors on the waiting page (default: ``name``).
 
+    ``method="random"`` admits by lottery among those waiting instead of by
+    arrival. With ``opens_at`` (a time), visitors who come before it wait in a
+    pre-queue and get a random order, once, at the opening.
+
+    A name with ``{placeholders}`` is a template: ``Room("ticket-{event}",
+    paths=["/tickets/{event}/buy*"])`` gives each event its own line, made on
+    its first visit.
+
     These are the room's defaults; values changed at run time (see
-    ``Store.configure``) are kept in Redis and take precedence.
+    ``RoomControl.configure``) are kept in Redis and take precedence.
     """
 
     name: str
@@ -104,17 +151,27 @@ class Room:
     title: str | None = None
     max_step: int = 1000
     status: str = "open"
-    script_args: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    method: str = "fifo"
+    opens_at: datetime | float | str | None = None
+    defaults: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         where = f"Room {self.name!r}"
-        if not isinstance(self.name, str) or not ROOM_NAME.fullmatch(self.name):
-            raise ConfigError(f"Room name must be 1-64 letters, digits, '-' or '_', got {self.name!r}")
+        # A placeholder stands for up to 40 characters of a derived room's name.
+        if not isinstance(self.name, str) or not ROOM_NAME.fullmatch(PLACEHOLDER.sub("x" * 40, self.name)):
+            raise ConfigError(
+                "Room name must be 1-100 letters, digits, '-' or '_', with {placeholders} "
+                f"counted as 40, got {self.name!r}"
+            )
         if isinstance(self.paths, str) or not self.paths:
             raise ConfigError(f"{where}: paths must be a non-empty list of patterns like '/checkout*'")
         for pattern in self.paths:
             if not isinstance(pattern, str) or not pattern.startswith("/"):
                 raise ConfigError(f"{where}: each path pattern must start with '/', got {pattern!r}")
+            missing = sorted(set(self.placeholders) - set(PLACEHOLDER.findall(pattern)))
+            if missing:
+                names = ", ".join("{" + m + "}" for m in missing)
+                raise ConfigError(f"{where}: path {pattern!r} must contain {names}")
         if self.methods is not None and (
             isinstance(self.methods, str) or not all(isinstance(m, str) for m in self.methods)
         ):
@@ -129,7 +186,12 @@ class Room:
             raise ConfigError(f"{where}: {exc}") from None
         if self.rate == 0 and self.capacity == 0:
             raise ConfigError(f"{where}: set rate (with per) or capacity, or both")
-        object.__setattr__(self, "script_args", args)
+        object.__setattr__(self, "defaults", ",".join(args))
+
+    @property
+    def placeholders(self) -> list[str]:
+        """The ``{names}`` in a template room's name (empty for a plain room)."""
+        return PLACEHOLDER.findall(self.name)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Room:
@@ -152,6 +214,10 @@ def _env_bool(name: str, raw: str) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     raise ConfigError(f"{name} must be true or false, got {raw!r}")
+
+
+def _env_list(name: str, raw: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
 
 
 def _env_number(name: str, raw: str) -> float:
@@ -179,6 +245,9 @@ class Settings:
     max_connections: int = 50
     waiting_status: int = 503
     endpoint: str = "/_queuegate"
+    bypass_paths: tuple[str, ...] = ()
+    bypass_secret: str | None = None
+    bypass_networks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.secret_keys:
@@ -205,6 +274,18 @@ class Settings:
             )
         if not re.fullmatch(r"(/[A-Za-z0-9_.-]+)+", self.endpoint):
             raise ConfigError(f"endpoint must be a path like '/_queuegate', got {self.endpoint!r}")
+        for pattern in self.bypass_paths:
+            if not isinstance(pattern, str) or not pattern.startswith("/"):
+                raise ConfigError(f"bypass_paths: each pattern must start with '/', got {pattern!r}")
+        if self.bypass_secret is not None and len(self.bypass_secret) < MIN_SECRET_LENGTH:
+            raise ConfigError(f"bypass_secret must be at least {MIN_SECRET_LENGTH} characters")
+        for network in self.bypass_networks:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"bypass_networks: {network!r} is not a network like 10.0.0.0/8 or ::1"
+                ) from None
 
     @classmethod
     def load(
@@ -236,6 +317,9 @@ class Settings:
             "max_connections": ("QUEUEGATE_MAX_CONNECTIONS", lambda n, v: int(_env_number(n, v))),
             "waiting_status": ("QUEUEGATE_WAITING_STATUS", lambda n, v: int(_env_number(n, v))),
             "endpoint": ("QUEUEGATE_ENDPOINT", str),
+            "bypass_paths": ("QUEUEGATE_BYPASS_PATHS", _env_list),
+            "bypass_secret": ("QUEUEGATE_BYPASS_SECRET", str),
+            "bypass_networks": ("QUEUEGATE_BYPASS_NETWORKS", _env_list),
         }
         unknown = sorted(set(options) - set(casts))
         if unknown:
@@ -243,7 +327,12 @@ class Settings:
         values: dict[str, Any] = {}
         for name, (variable, cast) in casts.items():
             if options.get(name) is not None:
-                values[name] = options[name]
+                value = options[name]
+                if name in ("bypass_paths", "bypass_networks"):
+                    if isinstance(value, str):
+                        raise ConfigError(f"{name} must be a list, got the string {value!r}")
+                    value = tuple(value)
+                values[name] = value
             elif variable in env:
                 values[name] = env[variable] if cast is str else cast(variable, env[variable])
         return cls(secret_keys=keys, rooms=tuple(rooms), **values)

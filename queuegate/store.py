@@ -8,6 +8,8 @@ scheduler to run.
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, Literal
@@ -19,32 +21,43 @@ from redis.exceptions import RedisError
 
 from .settings import ConfigError, Room, check_room_setting
 
-__all__ = ["Outcome", "Store", "StoreError", "connect"]
+__all__ = ["Outcome", "Store", "StoreError", "UnknownRoom", "connect"]
 
-State = Literal["active", "waiting", "closed", "pass", "none"]
+State = Literal["active", "waiting", "prequeue", "closed", "pass", "none"]
+RoomRef = Room | str  # a Room from code, or a room's name (its defaults are read from Redis)
 
 
 class StoreError(Exception):
     """Redis could not answer: down, slow, or refused the command."""
 
 
+class UnknownRoom(StoreError):
+    """A room named only by its name has never been used, so Redis has no
+    settings for it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What the line says about one visitor at ``now_ms`` (Redis time).
 
-    ``rank`` is 0-based (``rank`` people are ahead); ``eta_ms`` is -1 when
-    nothing bounds the wait (a paused room, or a capacity room before any
-    session has ended).
+    ``visitor`` is the id answered for: another one than asked when an
+    identified user already holds a place under it. ``rank`` is 0-based
+    (``rank`` people are ahead); ``eta_ms`` is -1 when nothing bounds the
+    wait. A ``prequeue`` outcome has ``opens_at_ms`` and ``seed_sha256``.
     """
 
     state: State
     now_ms: int
+    visitor: str
     expires_ms: int = 0
     rank: int = 0
     line: int = 0
     eta_ms: int = -1
     poll_ms: int = 0
     joined: bool = False
+    method: str = "fifo"
+    opens_at_ms: int = 0
+    seed_sha256: str = ""
 
 
 def _text(value: Any) -> str:
@@ -91,8 +104,9 @@ class Store:
         advance = _load("advance.lua")
         self._scripts = {
             name: client.register_script(advance + "\n" + _load(f"{name}.lua"))
-            for name in ("enter", "remove", "stats", "configure")
+            for name in ("enter", "remove", "stats", "configure", "drain")
         }
+        self._seeded: set[str] = set()
 
     def keys(self, room: str) -> list[str]:
         # One {room} hash tag for all of a room's keys: each script touches a
@@ -100,50 +114,99 @@ class Store:
         base = f"{self.prefix}:{{{room}}}:"
         return [base + "seq", base + "waiting", base + "seen", base + "active", base + "state"]
 
-    async def _call(self, script: str, room: Room, now: int | None, *args: str) -> Any:
+    def _seed_offer(self, name: str) -> str:
+        # Until a room is known to have its secret seed, offer a fresh one with
+        # its SHA-256; the script keeps the first offer and ignores the rest.
+        if name in self._seeded:
+            return ""
+        seed = secrets.token_hex(16)
+        return f"{seed}:{hashlib.sha256(seed.encode()).hexdigest()}"
+
+    async def _call(
+        self, script: str, room: RoomRef, now: int | None, *args: str, extra_keys: tuple[str, ...] = ()
+    ) -> Any:
+        name, defaults = (room, "") if isinstance(room, str) else (room.name, room.defaults)
         try:
-            return await self._scripts[script](
-                keys=self.keys(room.name),
-                args=["" if now is None else str(now), *room.script_args, *args],
+            reply = await self._scripts[script](
+                keys=[*self.keys(name), *extra_keys],
+                args=["" if now is None else str(now), defaults, self._seed_offer(name), *args],
             )
         except RedisError as exc:
+            if str(exc).startswith("UNKNOWN_ROOM"):
+                raise UnknownRoom(f"no room named {name!r} has been used yet") from None
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         except OSError as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        self._seeded.add(name)
+        return reply
 
-    async def enter(self, room: Room, visitor: str, *, join: bool = True, now: int | None = None) -> Outcome:
-        """A request from ``visitor``: pass, wait (joining if new), or closed."""
-        reply = await self._call("enter", room, now, visitor, "1" if join else "0")
-        state = _text(reply[0])
+    async def enter(
+        self,
+        room: RoomRef,
+        visitor: str,
+        *,
+        join: bool = True,
+        user_hash: str | None = None,
+        user_ttl: float = 86400.0,
+        now: int | None = None,
+    ) -> Outcome:
+        """A request from ``visitor``: pass, wait (joining if new), or closed.
+
+        ``user_hash`` (see ``Tokens.user_hash``) makes the place the user's:
+        the same user from another device gets the same place."""
+        name = room if isinstance(room, str) else room.name
+        extra = () if user_hash is None else (f"{self.prefix}:{{{name}}}:user:{user_hash}",)
+        ttl = "" if user_hash is None else str(round(user_ttl * 1000))
+        reply = await self._call("enter", room, now, visitor, "1" if join else "0", ttl, extra_keys=extra)
+        state, now_ms, who = _text(reply[0]), int(reply[1]), _text(reply[2])
         if state == "active":
-            return Outcome("active", int(reply[1]), expires_ms=int(reply[2]), joined=reply[3] == 1)
+            return Outcome("active", now_ms, who, expires_ms=int(reply[3]), joined=reply[4] == 1)
         if state == "waiting":
             return Outcome(
                 "waiting",
-                int(reply[1]),
-                rank=int(reply[2]),
-                line=int(reply[3]),
-                eta_ms=int(reply[4]),
+                now_ms,
+                who,
+                rank=int(reply[3]),
+                line=int(reply[4]),
+                eta_ms=int(reply[5]),
+                poll_ms=int(reply[6]),
+                joined=reply[7] == 1,
+                method=_text(reply[8]),
+            )
+        if state == "prequeue":
+            return Outcome(
+                "prequeue",
+                now_ms,
+                who,
+                opens_at_ms=int(reply[3]),
+                line=int(reply[4]),
+                eta_ms=int(reply[3]) - now_ms,
                 poll_ms=int(reply[5]),
                 joined=reply[6] == 1,
+                seed_sha256=_text(reply[7]),
             )
-        return Outcome(state, int(reply[1]))  # type: ignore[arg-type]
+        return Outcome(state, now_ms, who)  # type: ignore[arg-type]
 
-    async def release(self, room: Room, visitor: str, *, now: int | None = None) -> bool:
+    async def release(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The protected action is done: free the slot for the next in line."""
         return bool(await self._call("remove", room, now, visitor, "released"))
 
-    async def leave(self, room: Room, visitor: str, *, now: int | None = None) -> bool:
+    async def leave(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The visitor gives up their place (waiting or active)."""
         return bool(await self._call("remove", room, now, visitor, "left"))
 
-    async def stats(self, room: Room, *, now: int | None = None) -> dict[str, int | float | str]:
+    async def drain(self, room: RoomRef, *, now: int | None = None) -> int:
+        """Empty the line; active sessions run on. Returns how many lost their place."""
+        return int(await self._call("drain", room, now))
+
+    async def stats(self, room: RoomRef, *, now: int | None = None) -> dict[str, int | float | str]:
+        """Live numbers and effective settings (durations in ms); see stats.lua."""
         reply = await self._call("stats", room, now)
         out: dict[str, int | float | str] = {}
         for name, raw in zip(reply[::2], reply[1::2], strict=True):
             value = _text(raw)
             key = _text(name)
-            if key == "status":
+            if key in ("status", "method", "seed_sha256"):
                 out[key] = value
             elif key.endswith("per_minute"):
                 out[key] = float(value)
@@ -151,14 +214,53 @@ class Store:
                 out[key] = int(float(value))
         return out
 
-    async def configure(self, room: Room, *, now: int | None = None, **changes: Any) -> None:
+    async def configure(self, room: RoomRef, *, now: int | None = None, **changes: Any) -> None:
         """Change run-time settings (seconds for durations); ``None`` resets one
-        to the room's default from code. Checked before anything is written."""
+        to the room's default from code. ``seed=...`` sets the lottery's secret.
+        Everything is checked before anything is written."""
         pairs: list[str] = []
         for name, value in changes.items():
-            pairs += [name, "" if value is None else check_room_setting(name, value)]
+            if name == "seed":
+                if not isinstance(value, str) or len(value) < 8:
+                    raise ConfigError("seed must be a string of at least 8 characters")
+                pairs += ["seed", value, "seed_sha256", hashlib.sha256(value.encode()).hexdigest()]
+            else:
+                pairs += [name, "" if value is None else check_room_setting(name, value)]
         if pairs:
             await self._call("configure", room, now, *pairs)
+
+    async def seed(self, room: RoomRef) -> str | None:
+        """The room's secret seed, to publish after the draw so anyone can check it."""
+        name = room if isinstance(room, str) else room.name
+        value = await self._guard(self.client.hget(self.keys(name)[4], "seed"))
+        return None if value is None else _text(value)
+
+    async def visitors(self, room: RoomRef, count: int = 10) -> dict[str, list[tuple[str, int]]]:
+        """The first ``count`` waiting (id, arrival number) and active (id,
+        expiry ms) visitors, for operators. Reads only; moves nothing."""
+        name = room if isinstance(room, str) else room.name
+        keys = self.keys(name)
+        waiting = await self._guard(self.client.zrange(keys[1], 0, count - 1, withscores=True))
+        active = await self._guard(self.client.zrange(keys[3], 0, count - 1, withscores=True))
+        return {
+            "waiting": [(_text(m), int(score)) for m, score in waiting],
+            "active": [(_text(m), int(score)) for m, score in active],
+        }
+
+    async def room_names(self) -> list[str]:
+        """Every room with state in Redis under this prefix (template rooms too)."""
+        names = set()
+        pattern = f"{self.prefix}:{{*}}:state"
+        async for key in self.client.scan_iter(match=pattern, count=1000):
+            text = _text(key)
+            names.add(text[len(self.prefix) + 2 : -len("}:state")])
+        return sorted(names)
+
+    async def _guard(self, call: Any) -> Any:
+        try:
+            return await call
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
         await self.client.aclose()

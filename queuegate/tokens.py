@@ -1,7 +1,8 @@
 """Queue tokens: a random visitor id in a signed, timestamped cookie value.
 
-The token holds nothing but the id and its issue time (no user ids). Each
-room signs with its own salt, so a token from one room is worthless in
+The token holds the id, its issue time and, for an identified user, a keyed
+hash of the user id (never the id itself), which binds the place to that user.
+Each room signs with its own salt, so a token from one room is worthless in
 another. A token that fails in any way (tampered, truncated, too old, foreign
 room, retired key) reads as ``None``: the visitor is simply new.
 """
@@ -9,6 +10,7 @@ room, retired key) reads as ``None``: the visitor is simply new.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from collections.abc import Sequence
 from functools import lru_cache
@@ -28,19 +30,33 @@ class Tokens:
         # itsdangerous signs with the last key and verifies with all of them;
         # our settings list the newest first.
         self._keys = [key.encode() for key in reversed(secret_keys)]
+        self._user_keys = [hashlib.sha256(b"queuegate.user." + key).digest() for key in reversed(self._keys)]
         self.max_age = max_age
         self._signer = lru_cache(maxsize=4096)(self._make_signer)
 
     def _make_signer(self, room: str) -> TimestampSigner:
         return TimestampSigner(self._keys, salt=f"queuegate.room.{room}", digest_method=hashlib.sha256)
 
-    def issue(self, room: str, visitor_id: str) -> str:
-        return self._signer(room).sign(visitor_id).decode()
+    def user_hash(self, user_id: str, key: bytes | None = None) -> str:
+        """A keyed hash standing for a user id in tokens and Redis keys (made
+        with the newest secret key)."""
+        key = self._user_keys[0] if key is None else key
+        return hmac.new(key, user_id.encode(), hashlib.sha256).hexdigest()[:32]
 
-    def read(self, room: str, token: str) -> str | None:
-        """The visitor id in a valid token for this room, else ``None``."""
+    def is_user(self, user_hash: str, user_id: str) -> bool:
+        """Whether a token's user hash stands for ``user_id`` under any key."""
+        return any(hmac.compare_digest(user_hash, self.user_hash(user_id, k)) for k in self._user_keys)
+
+    def issue(self, room: str, visitor_id: str, user_hash: str | None = None) -> str:
+        value = visitor_id if user_hash is None else f"{visitor_id}~{user_hash}"
+        return self._signer(room).sign(value).decode()
+
+    def read(self, room: str, token: str) -> tuple[str, str | None] | None:
+        """``(visitor id, user hash or None)`` from a valid token for this
+        room, else ``None``."""
         try:
-            value = self._signer(room).unsign(token, max_age=self.max_age)
+            value = self._signer(room).unsign(token, max_age=self.max_age).decode()
         except (BadData, UnicodeError, ValueError):
             return None
-        return value.decode()
+        visitor, _, user_hash = value.partition("~")
+        return visitor, user_hash or None

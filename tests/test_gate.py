@@ -115,7 +115,7 @@ async def test_capacity_is_never_exceeded_and_release_admits_next(make_gate: Mak
 
     async def sample() -> None:
         for _ in range(40):
-            samples.append(int((await gate.store.stats(room))["active"]))
+            samples.append(int((await room.stats())["active"]))
             await asyncio.sleep(0.005)
 
     try:
@@ -129,7 +129,7 @@ async def test_capacity_is_never_exceeded_and_release_admits_next(make_gate: Mak
         assert (await head.get("/checkout")).status_code == 503
         assert (await holders[0].get("/checkout?done=1")).status_code == 200
         assert (await head.get("/checkout")).status_code == 200
-        assert int((await gate.store.stats(room))["active"]) == 3
+        assert int((await room.stats())["active"]) == 3
     finally:
         await asyncio.gather(*(c.aclose() for c in clients))
 
@@ -329,7 +329,7 @@ async def test_status_poll_does_not_join(make_gate: MakeGate) -> None:
             "/_queuegate/status/sale", headers={"cookie": f"qg_sale={_cookie_value(first)}x"}
         )
         assert stale.json()["state"] == "none"
-        assert int((await gate.store.stats(gate.rooms["sale"]))["waiting"]) == 0
+        assert int((await gate.rooms["sale"].stats())["waiting"]) == 0
 
 
 @pytest.mark.parametrize(
@@ -424,7 +424,7 @@ async def test_works_as_starlette_middleware_and_release_from_the_app(redis_url:
 
 async def test_closed_room_page(make_gate: MakeGate) -> None:
     gate = await make_gate(rooms=[sale()])
-    await gate.store.configure(gate.rooms["sale"], status="closed")
+    await gate.rooms["sale"].configure(status="closed")
     async with client_for(gate) as client:
         response = await client.get("/checkout")
         assert response.status_code == 503

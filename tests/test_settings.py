@@ -83,7 +83,7 @@ def test_everything_from_the_environment() -> None:
     gate = QueueGate(ok_app, environ=environ)
     assert gate.settings.secret_keys == (f"{SECRET}new", SECRET)
     assert gate.settings.redis_url == "redis://redis.internal:6380/2"
-    assert gate.rooms["sale"] == Room("sale", paths=["/checkout*"], rate=5, per=2, fail="open")
+    assert gate.rooms["sale"].room == Room("sale", paths=["/checkout*"], rate=5, per=2, fail="open")
     assert (gate.settings.cookie_secure, gate.settings.timeout, gate.settings.waiting_status) == (
         False,
         0.5,

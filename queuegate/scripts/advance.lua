@@ -8,24 +8,34 @@
 --   KEYS[2] waiting  zset    visitor id -> arrival number
 --   KEYS[3] seen     zset    waiting visitor id -> last poll time (ms)
 --   KEYS[4] active   zset    visitor id -> session expiry (ms)
---   KEYS[5] state    hash    bucket, counters and run-time settings
+--   KEYS[5] state    hash    settings, bucket, counters, fairness seed
 --
--- ARGV (the room's defaults from code; fields set in the state hash by
--- `configure` take precedence, so operators change a room without a restart)
+-- ARGV
 --   ARGV[1] now in ms, or "" to use Redis TIME (tests pass explicit times)
---   ARGV[2] rate        visitors admitted per interval, 0 = no rate limit
---   ARGV[3] per         interval length (ms)
---   ARGV[4] capacity    most active sessions at once, 0 = no limit
---   ARGV[5] session     session length of an admitted visitor (ms)
---   ARGV[6] sliding     1 = each request renews the session, 0 = fixed
---   ARGV[7] abandon     a waiting visitor silent this long (ms) is dropped
---                       instead of admitted, 0 = never
---   ARGV[8] max_step    most visitors one call moves out of the line, so no
---                       call blocks Redis for long; the rest move next call
---   ARGV[9] status      open | paused | queue_all | passthrough | closed
--- The operation's own arguments start at ARGV[10].
+--   ARGV[2] the room's defaults from code, comma-separated in this order:
+--           rate, per (ms), capacity, session (ms), sliding (0/1),
+--           abandon (ms), max_step, status, method, opens_at (ms, 0 = none).
+--           Stored in the state hash when they change; "" (the console)
+--           uses the stored ones. Fields set by `configure` override them.
+--   ARGV[3] "seed:sha256" a fresh secret the room adopts if it has none, or ""
+-- The operation's own arguments start at ARGV[4].
+--
+-- Meaning of the settings:
+--   rate      visitors admitted per interval (token bucket), 0 = no limit
+--   per       interval length (ms)
+--   capacity  most active sessions at once, 0 = no limit
+--   session   how long an admitted visitor may pass (ms)
+--   sliding   1 = each request renews the session
+--   abandon   a waiting visitor silent this long (ms) is dropped, not admitted
+--   max_step  most visitors one call moves out of the line
+--   status    open | paused | queue_all | passthrough | closed
+--   method    fifo (arrival order) | random (a lottery among those waiting)
+--   opens_at  before this time visitors wait in a pre-queue; at the opening
+--             the pre-queue is shuffled once, reproducibly from the seed
 
-local WINDOW = 60000 -- ms; the admission rate is measured over a sliding minute
+local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
+local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
+  'max_step', 'status', 'method', 'opens_at'}
 
 local now
 if ARGV[1] ~= '' then
@@ -35,25 +45,53 @@ else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local conf = redis.call('HMGET', KEYS[5], 'rate', 'per', 'capacity', 'session',
-  'sliding', 'abandon', 'max_step', 'status', 'tokens', 'refill_at',
-  'win_start', 'win_count', 'win_prev', 'end_count', 'end_prev')
-local rate = tonumber(conf[1] or ARGV[2])
-local per = tonumber(conf[2] or ARGV[3])
-local capacity = tonumber(conf[3] or ARGV[4])
-local session = tonumber(conf[4] or ARGV[5])
-local sliding = tonumber(conf[5] or ARGV[6]) == 1
-local abandon = tonumber(conf[6] or ARGV[7])
-local max_step = tonumber(conf[7] or ARGV[8])
-local status = conf[8] or ARGV[9]
-local tokens = tonumber(conf[9])
-local refill_at = tonumber(conf[10])
-local win_start = tonumber(conf[11]) or now
-local win_count = tonumber(conf[12]) or 0
-local win_prev = tonumber(conf[13]) or 0
-local end_count = tonumber(conf[14]) or 0
-local end_prev = tonumber(conf[15]) or 0
-local dirty = conf[11] == false or (rate > 0 and conf[9] == false)
+local conf = redis.call('HMGET', KEYS[5], 'defaults', 'tokens', 'refill_at',
+  'win_start', 'win_count', 'win_prev', 'end_count', 'end_prev', 'seed', 'draws',
+  'shuffled', unpack(SETTINGS))
+
+local defaults = ARGV[2]
+if defaults == '' then
+  if not conf[1] then return redis.error_reply('UNKNOWN_ROOM no such room') end
+  defaults = conf[1]
+elseif defaults ~= conf[1] then
+  redis.call('HSET', KEYS[5], 'defaults', defaults)
+end
+local default = {}
+for value in string.gmatch(defaults, '[^,]+') do default[#default + 1] = value end
+local setting = {}
+for i, name in ipairs(SETTINGS) do setting[name] = conf[11 + i] or default[i] end
+
+local rate = tonumber(setting.rate)
+local per = tonumber(setting.per)
+local capacity = tonumber(setting.capacity)
+local session = tonumber(setting.session)
+local sliding = tonumber(setting.sliding) == 1
+local abandon = tonumber(setting.abandon)
+local max_step = tonumber(setting.max_step)
+local status = setting.status
+local method = setting.method
+local opens_at = tonumber(setting.opens_at)
+
+local tokens = tonumber(conf[2])
+local refill_at = tonumber(conf[3])
+local win_start = tonumber(conf[4]) or now
+local win_count = tonumber(conf[5]) or 0
+local win_prev = tonumber(conf[6]) or 0
+local end_count = tonumber(conf[7]) or 0
+local end_prev = tonumber(conf[8]) or 0
+local seed = conf[9]
+local draws = tonumber(conf[10]) or 0
+local shuffled = tonumber(conf[11])
+local dirty = conf[4] == false or (rate > 0 and conf[2] == false)
+
+if not seed and ARGV[3] ~= '' then
+  local colon = string.find(ARGV[3], ':', 1, true)
+  seed = string.sub(ARGV[3], 1, colon - 1)
+  redis.call('HSET', KEYS[5], 'seed', seed, 'seed_sha256', string.sub(ARGV[3], colon + 1))
+end
+
+-- Before a scheduled opening the room only gathers its pre-queue.
+local prequeue = opens_at > 0 and now < opens_at
 
 -- Sliding-window counters of admissions and of sessions ending, behind the
 -- measured rates: the current minute's count plus the previous minute's.
@@ -76,6 +114,7 @@ end
 -- Sessions whose expiry has passed no longer count (a score <= now is expired).
 local expired = redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 note_ended(expired)
+if expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired', expired) end
 local active_n = redis.call('ZCARD', KEYS[4])
 
 -- Token bucket: N more per whole interval elapsed since the last refill.
@@ -93,6 +132,43 @@ if rate > 0 then
   end
 end
 
+-- A number in [0, 1) from the room's secret seed and a draw counter: the same
+-- seed always gives the same draws, so a lottery can be replayed and checked.
+local function draw()
+  draws = draws + 1
+  dirty = true
+  local h = redis.sha1hex((seed or '') .. ':' .. draws)
+  return tonumber(string.sub(h, 1, 13), 16) / 4503599627370496 -- 16^13
+end
+
+-- The opening of a scheduled room: everyone in the pre-queue came early, so
+-- they get a random order, once. A visitor's place is the rank of
+-- SHA1(seed ":" id) among them; they keep the same set of arrival numbers,
+-- so everyone who arrives after the opening still queues behind them.
+-- (queuegate.fairness.prequeue_order recomputes it from the published seed.)
+if opens_at > 0 and not prequeue and shuffled ~= opens_at then
+  local entries = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+  local ids, scores, key = {}, {}, {}
+  for i = 1, #entries, 2 do
+    local id = entries[i]
+    ids[#ids + 1] = id
+    scores[#scores + 1] = entries[i + 1]
+    key[id] = redis.sha1hex((seed or '') .. ':' .. id)
+  end
+  table.sort(ids, function(a, b)
+    if key[a] == key[b] then return a < b end
+    return key[a] < key[b]
+  end)
+  for first = 1, #ids, 500 do
+    local batch = {}
+    for i = first, math.min(first + 499, #ids) do
+      batch[#batch + 1] = scores[i]
+      batch[#batch + 1] = ids[i]
+    end
+    redis.call('ZADD', KEYS[2], unpack(batch))
+  end
+  redis.call('HSET', KEYS[5], 'shuffled', opens_at, 'prequeue_size', #ids)
+end
 
 local function note_admitted(n)
   if n <= 0 then return end
@@ -111,20 +187,38 @@ local function room_for(limit)
   return free
 end
 
--- Move the head of the line into the active set while tokens and capacity
+-- Take `n` visitors out of the line: the head (fifo) or random ones.
+local function take(n)
+  if method ~= 'random' then
+    local heads = redis.call('ZPOPMIN', KEYS[2], n)
+    local ids = {}
+    for i = 1, #heads, 2 do ids[#ids + 1] = heads[i] end
+    return ids
+  end
+  local ids = {}
+  local left = redis.call('ZCARD', KEYS[2])
+  for _ = 1, math.min(n, left) do
+    local index = math.floor(draw() * left)
+    local pick = redis.call('ZRANGE', KEYS[2], index, index)
+    ids[#ids + 1] = pick[1]
+    redis.call('ZREM', KEYS[2], pick[1])
+    left = left - 1
+  end
+  return ids
+end
+
+-- Move visitors from the line into the active set while tokens and capacity
 -- last; visitors who stopped polling are dropped instead of taking a slot.
 -- Called once below, and again by scripts that free a slot.
 local function move_line()
-  if status ~= 'open' and status ~= 'queue_all' then return end
+  if (status ~= 'open' and status ~= 'queue_all') or prequeue then return end
   local budget = max_step
   local abandoned = 0
   while budget > 0 do
     local free = room_for(budget)
     if free <= 0 then break end
-    local heads = redis.call('ZPOPMIN', KEYS[2], free)
-    if #heads == 0 then break end
-    local ids = {}
-    for i = 1, #heads, 2 do ids[#ids + 1] = heads[i] end
+    local ids = take(free)
+    if #ids == 0 then break end
     local seen = redis.call('ZMSCORE', KEYS[3], unpack(ids))
     redis.call('ZREM', KEYS[3], unpack(ids))
     local entries = {}
@@ -139,7 +233,10 @@ local function move_line()
     end
     budget = budget - #ids
     local n = #entries / 2
-    if n > 0 then redis.call('ZADD', KEYS[4], unpack(entries)) end
+    if n > 0 then
+      redis.call('ZADD', KEYS[4], unpack(entries))
+      redis.call('HINCRBY', KEYS[5], 'line_admitted', n)
+    end
     note_admitted(n)
   end
   if abandoned > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned', abandoned) end
@@ -151,26 +248,42 @@ if rate > 0 and tokens > rate then
   tokens = rate
   dirty = true
 end
-if expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired', expired) end
 
 -- Events per minute from a window counter and its previous window.
 local function per_minute(current, previous)
   return previous * (1 - (now - win_start) / WINDOW) + current
 end
 
+-- Of those who reached the front of the line, the share still there to take
+-- their turn (1 until anybody was skipped): the estimate counts people ahead
+-- at this share, since the silent ones are skipped without using a slot.
+local function staying_share()
+  local got = redis.call('HMGET', KEYS[5], 'line_admitted', 'abandoned')
+  local admitted_n, abandoned_n = tonumber(got[1]) or 0, tonumber(got[2]) or 0
+  if admitted_n + abandoned_n == 0 then return 1 end
+  return admitted_n / (admitted_n + abandoned_n)
+end
+
 -- Estimated wait (ms) for a visitor with `ahead` people in front, or -1 when
 -- nothing bounds it (paused, or a capacity room with sliding sessions and no
 -- session ended yet). A capacity room waits for sessions to end: at the rate
 -- they were measured to end, and with fixed sessions never longer than the
--- rounds of full sessions it takes.
+-- rounds of full sessions it takes. In a lottery, `ahead` is half the line.
 local function eta(ahead)
   if status == 'paused' or status == 'closed' then return -1 end
+  local start = 0
+  if prequeue then start = opens_at - now end
+  ahead = math.floor(ahead * staying_share())
   local wait = 0
   if rate > 0 then
-    local need = ahead + 1 - tokens
+    local bucket = tokens
+    if prequeue then bucket = rate end
+    local need = ahead + 1 - bucket
     if need > 0 then
       -- Admitted at the refill that brings the bucket to its turn.
-      wait = refill_at + math.ceil(need / rate) * per - now
+      local next_refill = refill_at + per - now
+      if prequeue then next_refill = per end
+      wait = next_refill + (math.ceil(need / rate) - 1) * per
     end
   end
   if capacity > 0 then
@@ -190,7 +303,7 @@ local function eta(ahead)
       wait = math.max(wait, by_capacity)
     end
   end
-  return wait
+  return start + wait
 end
 
 -- How long a waiting client should sleep before it asks again (ms): often
@@ -208,6 +321,6 @@ local function save_state()
       redis.call('HSET', KEYS[5], 'tokens', tokens, 'refill_at', refill_at)
     end
     redis.call('HSET', KEYS[5], 'win_start', win_start, 'win_count', win_count,
-      'win_prev', win_prev, 'end_count', end_count, 'end_prev', end_prev)
+      'win_prev', win_prev, 'end_count', end_count, 'end_prev', end_prev, 'draws', draws)
   end
 end

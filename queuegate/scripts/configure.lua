@@ -2,16 +2,16 @@
 -- already elapsed is accounted under the old settings and the new ones apply
 -- from now on, in every app process at their next call.
 --
--- ARGV[10..] field, value pairs; fields: rate, per, capacity, session,
--- sliding, abandon, max_step, status. An empty value removes the field, so
--- the room falls back to the default it has in code. Values are checked by
--- the caller (queuegate.settings) before they get here.
+-- ARGV[4..] field, value pairs: the settings listed in advance.lua, and
+-- seed / seed_sha256 (the lottery's secret and its published hash). An empty
+-- value removes the field, so a setting falls back to its default from code.
+-- Values are checked by the caller (queuegate.settings) before they get here.
 --
 -- Returns the number of fields written.
 
 save_state()
 local n = 0
-for i = 10, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   if ARGV[i + 1] == '' then
     redis.call('HDEL', KEYS[5], ARGV[i])
   else

@@ -1,21 +1,40 @@
 -- enter: one gated request or status poll of one visitor. Runs after advance.
 --
--- ARGV[10] visitor id (random, from the signed cookie)
--- ARGV[11] 1 = a visitor with no place joins the line, 0 = only report
+-- KEYS[6] (only for an identified user) qg:{room}:user:<keyed hash of the
+--         user id> -> the visitor id holding that user's place
+-- ARGV[4] visitor id (random, from the signed cookie)
+-- ARGV[5] 1 = a visitor with no place joins the line, 0 = only report
+-- ARGV[6] how long (ms) the user -> visitor link lives; "" when anonymous
 --
--- Returns a flat list, first the outcome and Redis time (ms):
---   {'active', now, expiry_ms, joined}     may pass; joined = 1 if just now
---   {'waiting', now, rank, count, eta_ms, poll_ms, joined}
---                                          rank 0-based; eta_ms -1 = unknown
---   {'closed', now}                        room closed (no active session)
---   {'pass', now}                          gate switched off (passthrough)
---   {'none', now}                          no place and ARGV[11] = 0
+-- A user holds one place per room: if the user's place belongs to another
+-- visitor id (another tab, browser or device) that id is answered for, and
+-- the caller adopts it.
+--
+-- Returns a flat list: outcome, Redis time (ms), the visitor id answered for,
+-- then per outcome:
+--   'active'   expiry_ms, joined                  may pass (joined: just now)
+--   'waiting'  rank (0-based), count, eta_ms (-1 = unknown), poll_ms, joined,
+--              method
+--   'prequeue' opens_at_ms, count, poll_ms, joined, seed_sha256
+--   'closed'   (room closed; nobody new joins)
+--   'pass'     (gate switched off)
+--   'none'     (no place, and ARGV[5] = 0)
 
-local id = ARGV[10]
+local id = ARGV[4]
+local user_key = KEYS[6]
+
+local function holds_place(visitor)
+  return redis.call('ZSCORE', KEYS[4], visitor) or redis.call('ZSCORE', KEYS[2], visitor)
+end
+
+if user_key then
+  local other = redis.call('GET', user_key)
+  if other and other ~= id and holds_place(other) then id = other end
+end
+
 local result
-
 if status == 'passthrough' then
-  result = {'pass', now}
+  result = {'pass', now, id}
 else
   local expiry = tonumber(redis.call('ZSCORE', KEYS[4], id))
   if expiry ~= nil then
@@ -23,36 +42,48 @@ else
       expiry = now + session
       redis.call('ZADD', KEYS[4], expiry, id)
     end
-    result = {'active', now, expiry, 0}
+    result = {'active', now, id, expiry, 0}
   elseif status == 'closed' then
     -- Sold out or over: nobody new joins, and those waiting are told so
     -- (their place is kept in case the operator opens the room again).
-    result = {'closed', now}
+    result = {'closed', now, id}
   else
     local rank = redis.call('ZRANK', KEYS[2], id)
     local count = redis.call('ZCARD', KEYS[2])
+    local joined = 0
     if rank then
       -- A reload or poll keeps the place and proves the visitor is still here.
       redis.call('ZADD', KEYS[3], now, id)
-      local wait = eta(rank)
-      result = {'waiting', now, rank, count, wait, poll_after(wait), 0}
-    elseif ARGV[11] ~= '1' then
-      result = {'none', now}
-    elseif count == 0 and status == 'open' and room_for(1) > 0 then
+    elseif ARGV[5] ~= '1' then
+      result = {'none', now, id}
+    elseif count == 0 and status == 'open' and not prequeue and room_for(1) > 0 then
       -- Nobody waits and there is room: straight in.
       redis.call('ZADD', KEYS[4], now + session, id)
       note_admitted(1)
-      result = {'active', now, now + session, 1}
+      result = {'active', now, id, now + session, 1}
     else
       -- A newcomer, or someone whose session ended or who left: the back.
       local seq = redis.call('INCR', KEYS[1])
       redis.call('ZADD', KEYS[2], seq, id)
       redis.call('ZADD', KEYS[3], now, id)
       redis.call('HINCRBY', KEYS[5], 'joined', 1)
-      local wait = eta(count)
-      result = {'waiting', now, count, count + 1, wait, poll_after(wait), 1}
+      rank, count, joined = count, count + 1, 1
+    end
+    if result == nil and prequeue then
+      local wait = opens_at - now
+      local hash = redis.call('HGET', KEYS[5], 'seed_sha256') or ''
+      result = {'prequeue', now, id, opens_at, count, poll_after(wait), joined, hash}
+    elseif result == nil then
+      local ahead = rank
+      if method == 'random' then ahead = math.floor((count - 1) / 2) end
+      local wait = eta(ahead)
+      result = {'waiting', now, id, rank, count, wait, poll_after(wait), joined, method}
     end
   end
+end
+
+if user_key and (result[1] == 'active' or result[1] == 'waiting' or result[1] == 'prequeue') then
+  redis.call('SET', user_key, id, 'PX', ARGV[6])
 end
 
 save_state()

@@ -3,18 +3,18 @@
 -- Used for `release` (the protected action is done) and `leave` (gave up);
 -- either way a later visit starts again at the back.
 --
--- ARGV[10] visitor id
--- ARGV[11] counter to increment in the state hash ('released' or 'left')
+-- ARGV[4] visitor id
+-- ARGV[5] counter to increment in the state hash ('released' or 'left')
 --
 -- Returns 1 if the visitor held a place (waiting or active), else 0.
 
-local id = ARGV[10]
+local id = ARGV[4]
 local was_active = redis.call('ZREM', KEYS[4], id)
 local held = was_active + redis.call('ZREM', KEYS[2], id)
 redis.call('ZREM', KEYS[3], id)
 note_ended(was_active)
 if held > 0 then
-  redis.call('HINCRBY', KEYS[5], ARGV[11], 1)
+  redis.call('HINCRBY', KEYS[5], ARGV[5], 1)
   active_n = redis.call('ZCARD', KEYS[4])
   move_line()
 end

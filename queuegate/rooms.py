@@ -1,0 +1,141 @@
+"""Which room a request belongs to, and the operator's handle on each room.
+
+Plain rooms are named in code. A template room (``Room("ticket-{event}",
+paths=["/tickets/{event}/buy*"])``) makes one room per value of its
+placeholders on first visit; its name is derived from the path, so nothing
+has to be declared per event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from .paths import compile_patterns
+from .settings import PLACEHOLDER, Room
+from .store import Store
+
+__all__ = ["RoomControl", "Rooms", "room_key"]
+
+_SAFE = re.compile(r"[a-z0-9_-]{1,40}")
+
+
+def room_key(value: str) -> str:
+    """The part of a derived room's name that stands for one path segment:
+    the segment itself when short and plain (after case folding), else a hash
+    of it, so every value gives a valid and distinct name."""
+    return value if _SAFE.fullmatch(value) else "h" + hashlib.sha256(value.encode()).hexdigest()[:24]
+
+
+class RoomControl:
+    """Run-time control of one room: what the operator's console does too."""
+
+    def __init__(self, store: Store, room: Room) -> None:
+        self.store = store
+        self.room = room
+
+    @property
+    def name(self) -> str:
+        return self.room.name
+
+    async def configure(self, **changes: Any) -> None:
+        """E.g. ``configure(rate=50)``, ``configure(status="paused")``;
+        ``None`` goes back to the default from code."""
+        await self.store.configure(self.room, **changes)
+
+    async def stats(self) -> dict[str, int | float | str]:
+        return await self.store.stats(self.room)
+
+    async def release(self, visitor: str) -> bool:
+        return await self.store.release(self.room, visitor)
+
+    async def leave(self, visitor: str) -> bool:
+        return await self.store.leave(self.room, visitor)
+
+    async def drain(self) -> int:
+        return await self.store.drain(self.room)
+
+    async def visitors(self, count: int = 10) -> dict[str, list[tuple[str, int]]]:
+        return await self.store.visitors(self.room, count)
+
+    async def seed(self) -> str | None:
+        return await self.store.seed(self.room)
+
+    def __repr__(self) -> str:
+        return f"RoomControl({self.room.name!r})"
+
+
+class Rooms(Mapping[str, RoomControl]):
+    """The gate's rooms: ``rooms["sale"]`` or ``rooms["ticket-42"]`` (a room of
+    a template) is a :class:`RoomControl`. Iterating gives the plain rooms;
+    ``Store.room_names()`` lists every room that has state in Redis."""
+
+    def __init__(self, rooms: Sequence[Room], store: Store) -> None:
+        self.store = store
+        self._plain = {room.name: room for room in rooms if not room.placeholders}
+        self._templates = [room for room in rooms if room.placeholders]
+        self._matchers = [
+            (
+                pattern,
+                None if room.methods is None else frozenset(m.upper() for m in room.methods),
+                room,
+            )
+            for room in rooms
+            for pattern in compile_patterns(room.paths)
+        ]
+        self._names = [(_name_pattern(room.name), room) for room in self._templates]
+        self._derive = lru_cache(maxsize=10_000)(self._derive_uncached)
+
+    def match(self, canonical_path: str, method: str) -> Room | None:
+        """The first room whose patterns cover a normalised path."""
+        for pattern, methods, room in self._matchers:
+            if methods is not None and method not in methods:
+                continue
+            found = pattern.fullmatch(canonical_path)
+            if found is None:
+                continue
+            if not room.placeholders:
+                return room
+            return self._derive(room, _derived_name(room.name, found.groupdict()))
+        return None
+
+    def room(self, name: str) -> Room | None:
+        """A room by its name: a plain one, or one made from a template."""
+        if name in self._plain:
+            return self._plain[name]
+        for pattern, template in self._names:
+            if pattern.fullmatch(name):
+                return self._derive(template, name)
+        return None
+
+    def _derive_uncached(self, template: Room, name: str) -> Room:
+        return dataclasses.replace(template, name=name)
+
+    def __getitem__(self, name: str) -> RoomControl:
+        room = self.room(name)
+        if room is None:
+            raise KeyError(name)
+        return RoomControl(self.store, room)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plain)
+
+    def __len__(self) -> int:
+        return len(self._plain)
+
+
+def _derived_name(template: str, values: dict[str, str]) -> str:
+    return PLACEHOLDER.sub(lambda m: room_key(values[m[1]]), template)
+
+
+def _name_pattern(template: str) -> re.Pattern[str]:
+    parts = PLACEHOLDER.split(template)
+    regex = "".join(
+        re.escape(part) if i % 2 == 0 else f"(?:{_SAFE.pattern}|h[0-9a-f]{{24}})"
+        for i, part in enumerate(parts)
+    )
+    return re.compile(regex)

@@ -1,0 +1,10 @@
+-- drain: empty the line. Everyone waiting loses their place (counted as
+-- 'drained'); active sessions run on. Runs after advance.
+--
+-- Returns the number of visitors removed from the line.
+
+local n = redis.call('ZCARD', KEYS[2])
+redis.call('DEL', KEYS[2], KEYS[3])
+if n > 0 then redis.call('HINCRBY', KEYS[5], 'drained', n) end
+save_state()
+return n
