@@ -13,6 +13,7 @@ import sys
 import uvicorn
 
 from queuegate.embedded import EmbeddedServer, EmbeddedServerError
+from queuegate.store import redacted
 
 from .shop import PER, RATE, create_app
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     url = os.environ.get("QUEUEGATE_REDIS_URL")
     server = None
     if url:
-        where = f"Redis at {url.split('@')[-1]} (QUEUEGATE_REDIS_URL)"
+        where = f"{redacted(url)} (QUEUEGATE_REDIS_URL)"
     else:
         try:
             server = EmbeddedServer().start()

@@ -47,7 +47,7 @@ class RoomControl:
         ``None`` goes back to the default from code."""
         await self.store.configure(self.room, **changes)
 
-    async def stats(self) -> dict[str, int | float | str]:
+    async def stats(self) -> dict[str, Any]:
         return await self.store.stats(self.room)
 
     async def release(self, visitor: str) -> bool:

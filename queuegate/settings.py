@@ -176,6 +176,10 @@ class Room:
             isinstance(self.methods, str) or not all(isinstance(m, str) for m in self.methods)
         ):
             raise ConfigError(f"{where}: methods must be a list such as ['GET', 'POST'] or None")
+        # Tuples keep a Room hashable (derived rooms are cached by it).
+        object.__setattr__(self, "paths", tuple(self.paths))
+        if self.methods is not None:
+            object.__setattr__(self, "methods", tuple(self.methods))
         if self.title is not None and not isinstance(self.title, str):
             raise ConfigError(f"{where}: title must be a string, got {self.title!r}")
         if self.fail not in ("closed", "open"):

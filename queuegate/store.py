@@ -13,6 +13,7 @@ import secrets
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -21,7 +22,7 @@ from redis.exceptions import RedisError
 
 from .settings import ConfigError, Room, check_room_setting
 
-__all__ = ["Outcome", "Store", "StoreError", "UnknownRoom", "connect"]
+__all__ = ["Outcome", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
 
 State = Literal["active", "waiting", "prequeue", "closed", "pass", "none"]
 RoomRef = Room | str  # a Room from code, or a room's name (its defaults are read from Redis)
@@ -66,6 +67,15 @@ def _text(value: Any) -> str:
 
 def _load(name: str) -> str:
     return files(__package__).joinpath("scripts", name).read_text(encoding="utf-8")
+
+
+def redacted(url: str) -> str:
+    """A Redis URL fit for logs and messages: any password is masked."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def connect(url: str, timeout: float, max_connections: int = 50) -> aioredis.Redis:
@@ -199,10 +209,10 @@ class Store:
         """Empty the line; active sessions run on. Returns how many lost their place."""
         return int(await self._call("drain", room, now))
 
-    async def stats(self, room: RoomRef, *, now: int | None = None) -> dict[str, int | float | str]:
+    async def stats(self, room: RoomRef, *, now: int | None = None) -> dict[str, Any]:
         """Live numbers and effective settings (durations in ms); see stats.lua."""
         reply = await self._call("stats", room, now)
-        out: dict[str, int | float | str] = {}
+        out: dict[str, Any] = {}
         for name, raw in zip(reply[::2], reply[1::2], strict=True):
             value = _text(raw)
             key = _text(name)
@@ -251,9 +261,12 @@ class Store:
         """Every room with state in Redis under this prefix (template rooms too)."""
         names = set()
         pattern = f"{self.prefix}:{{*}}:state"
-        async for key in self.client.scan_iter(match=pattern, count=1000):
-            text = _text(key)
-            names.add(text[len(self.prefix) + 2 : -len("}:state")])
+        try:
+            async for key in self.client.scan_iter(match=pattern, count=1000):
+                text = _text(key)
+                names.add(text[len(self.prefix) + 2 : -len("}:state")])
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         return sorted(names)
 
     async def _guard(self, call: Any) -> Any:

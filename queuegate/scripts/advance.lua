@@ -121,12 +121,18 @@ local active_n = redis.call('ZCARD', KEYS[4])
 -- Nobody joined or left the line since the previous call (every join is a
 -- call), so spending all k refills on it now admits exactly whom k calls at
 -- each refill would have admitted. What is left is then capped at N, below.
+-- While the line could not move (paused, closed, before the opening) the
+-- refills were not spendable, so the bucket is simply full.
+local line_moves = (status == 'open' or status == 'queue_all') and not prequeue
 if rate > 0 then
   if tokens == nil or refill_at == nil then
     tokens, refill_at = rate, now
   elseif now - refill_at >= per then
     local k = math.floor((now - refill_at) / per)
     tokens = tokens + k * rate
+    if not line_moves or (opens_at > 0 and refill_at < opens_at) then
+      tokens = math.min(tokens, rate)
+    end
     refill_at = refill_at + k * per
     dirty = true
   end
@@ -211,7 +217,7 @@ end
 -- last; visitors who stopped polling are dropped instead of taking a slot.
 -- Called once below, and again by scripts that free a slot.
 local function move_line()
-  if (status ~= 'open' and status ~= 'queue_all') or prequeue then return end
+  if not line_moves then return end
   local budget = max_step
   local abandoned = 0
   while budget > 0 do

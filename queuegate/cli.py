@@ -1,0 +1,197 @@
+"""The operator's console: ``queuegate list|show|set|release|remove|drain|seed``.
+
+It talks to the same Redis as the app (``--redis`` or ``QUEUEGATE_REDIS_URL``)
+and goes through the same scripts, so a change applies in every app process at
+its next request. Errors are one line on stderr and a non-zero exit status,
+with nothing changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from .settings import ROOM_SETTINGS, ConfigError
+from .store import Store, StoreError, UnknownRoom, connect, redacted
+
+__all__ = ["main"]
+
+DURATIONS = ("per", "session", "abandon")  # ms in Redis, seconds on the command line
+
+
+class CommandError(Exception):
+    """A one-line message for the operator; the exit status rides along."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="queuegate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--redis", help="Redis URL (default: $QUEUEGATE_REDIS_URL)")
+    parser.add_argument("--prefix", default=os.environ.get("QUEUEGATE_PREFIX", "qg"), help="key prefix")
+    parser.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for Redis")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    listing = commands.add_parser("list", help="every room with its live numbers")
+    listing.add_argument("--json", action="store_true")
+
+    show = commands.add_parser("show", help="one room: numbers, settings, head of the line")
+    show.add_argument("room")
+    show.add_argument("--visitors", type=int, default=5, help="how many waiting and active ids to list")
+    show.add_argument("--json", action="store_true")
+
+    change = commands.add_parser("set", help="change a room's run-time settings")
+    change.add_argument("room")
+    change.add_argument("--rate", type=int, help="visitors admitted per interval")
+    change.add_argument("--per", type=float, help="interval, seconds")
+    change.add_argument("--capacity", type=int, help="most active sessions (0: no limit)")
+    change.add_argument("--session", type=float, help="session length, seconds")
+    change.add_argument("--sliding", action=argparse.BooleanOptionalAction, help="renew sessions")
+    change.add_argument("--abandon", type=float, help="skip waiting visitors silent this long, seconds")
+    change.add_argument("--max-step", type=int, dest="max_step", help="most visitors moved per call")
+    change.add_argument("--status", help="open, paused, queue_all, passthrough or closed")
+    change.add_argument("--method", help="fifo or random")
+    change.add_argument("--opens-at", dest="opens_at", help="scheduled opening, ISO 8601 with a zone")
+    change.add_argument(
+        "--reset", action="append", default=[], metavar="SETTING", help="back to the default from code"
+    )
+
+    for name, text in (("release", "free a visitor's slot"), ("remove", "take a visitor out of the room")):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("room")
+        sub.add_argument("visitor")
+
+    drain = commands.add_parser("drain", help="empty the line (active sessions run on)")
+    drain.add_argument("room")
+    drain.add_argument("--yes", action="store_true", help="confirm: everyone waiting loses their place")
+
+    seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the event")
+    seed.add_argument("room")
+    seed.add_argument("--json", action="store_true")
+    return parser
+
+
+def _readable(stats: dict[str, Any]) -> dict[str, Any]:
+    """Durations back in seconds, for people."""
+    out = dict(stats)
+    for name in (*DURATIONS, "eta_back_ms"):
+        if name in out and isinstance(out[name], int) and out[name] >= 0:
+            key = name.removesuffix("_ms")
+            out[key] = out.pop(name) / 1000
+    if isinstance(out.get("opens_at"), int) and out["opens_at"] > 0:
+        out["opens_at"] = datetime.fromtimestamp(out["opens_at"] / 1000, UTC).isoformat()
+    return out
+
+
+async def _list(store: Store, args: argparse.Namespace) -> str:
+    rows = [{"room": name, **_readable(await store.stats(name))} for name in await store.room_names()]
+    if args.json:
+        return json.dumps(rows)
+    if not rows:
+        return "no rooms yet"
+    columns = ("room", "status", "waiting", "active", "per_minute", "eta_back", "admitted", "abandoned")
+    table = [columns, *[tuple(str(row.get(c, "-")) for c in columns) for row in rows]]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in table)
+
+
+async def _show(store: Store, args: argparse.Namespace) -> str:
+    stats = _readable(await store.stats(args.room))
+    visitors = await store.visitors(args.room, args.visitors)
+    if args.json:
+        return json.dumps({"room": args.room, **stats, "visitors": visitors})
+    lines = [f"room {args.room}"] + [f"  {key}: {value}" for key, value in stats.items()]
+    lines.append(f"  first waiting: {', '.join(v for v, _ in visitors['waiting']) or '-'}")
+    lines.append(f"  active: {', '.join(v for v, _ in visitors['active']) or '-'}")
+    return "\n".join(lines)
+
+
+async def _set(store: Store, args: argparse.Namespace) -> str:
+    changes: dict[str, Any] = {name: getattr(args, name) for name in ROOM_SETTINGS}
+    changes = {name: value for name, value in changes.items() if value is not None}
+    for name in args.reset:
+        if name not in ROOM_SETTINGS:
+            raise CommandError(f"--reset: unknown setting {name!r} (one of {', '.join(ROOM_SETTINGS)})", 2)
+        changes[name] = None
+    if not changes:
+        raise CommandError("set: name at least one setting to change, e.g. --rate 20", 2)
+    await store.stats(args.room)  # an unknown room fails here, before anything is written
+    await store.configure(args.room, **changes)
+    return f"{args.room}: " + ", ".join(f"{k}={'default' if v is None else v}" for k, v in changes.items())
+
+
+async def _release(store: Store, args: argparse.Namespace) -> str:
+    done = await store.release(args.room, args.visitor)
+    return f"{args.visitor}: {'released' if done else 'held no place'}"
+
+
+async def _remove(store: Store, args: argparse.Namespace) -> str:
+    done = await store.leave(args.room, args.visitor)
+    return f"{args.visitor}: {'removed' if done else 'held no place'}"
+
+
+async def _drain(store: Store, args: argparse.Namespace) -> str:
+    if not args.yes:
+        raise CommandError("drain: everyone waiting would lose their place; add --yes to confirm", 2)
+    return f"{args.room}: {await store.drain(args.room)} visitors removed from the line"
+
+
+async def _seed(store: Store, args: argparse.Namespace) -> str:
+    stats = await store.stats(args.room)
+    seed = await store.seed(args.room)
+    if args.json:
+        return json.dumps({"room": args.room, "seed": seed, "seed_sha256": stats["seed_sha256"]})
+    return f"seed {seed}\nsha256 {stats['seed_sha256']}"
+
+
+COMMANDS: dict[str, Callable[[Store, argparse.Namespace], Awaitable[str]]] = {
+    "list": _list,
+    "show": _show,
+    "set": _set,
+    "release": _release,
+    "remove": _remove,
+    "drain": _drain,
+    "seed": _seed,
+}
+
+
+async def _run(args: argparse.Namespace, url: str) -> str:
+    store = Store(connect(url, args.timeout), args.prefix)
+    try:
+        return await COMMANDS[args.command](store, args)
+    finally:
+        await store.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    url = args.redis or os.environ.get("QUEUEGATE_REDIS_URL")
+    try:
+        if not url:
+            raise CommandError("no Redis: pass --redis redis://host:6379/0 or set QUEUEGATE_REDIS_URL", 2)
+        print(asyncio.run(_run(args, url)))
+    except CommandError as exc:
+        print(f"queuegate: {exc}", file=sys.stderr)
+        return exc.status
+    except ConfigError as exc:
+        print(f"queuegate: {exc}", file=sys.stderr)
+        return 2
+    except UnknownRoom as exc:
+        print(f"queuegate: {exc}", file=sys.stderr)
+        return 1
+    except StoreError as exc:
+        print(f"queuegate: cannot reach Redis at {redacted(url or '?')} ({exc})", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
