@@ -82,10 +82,10 @@ def _parser() -> argparse.ArgumentParser:
 def _readable(stats: dict[str, Any]) -> dict[str, Any]:
     """Durations back in seconds, for people."""
     out = dict(stats)
-    for name in (*DURATIONS, "eta_back_ms"):
-        if name in out and isinstance(out[name], int) and out[name] >= 0:
-            key = name.removesuffix("_ms")
-            out[key] = out.pop(name) / 1000
+    for name in DURATIONS:
+        out[name] = out[name] / 1000
+    eta = out.pop("eta_back_ms")
+    out["eta_back"] = None if eta < 0 else eta / 1000
     if isinstance(out.get("opens_at"), int) and out["opens_at"] > 0:
         out["opens_at"] = datetime.fromtimestamp(out["opens_at"] / 1000, UTC).isoformat()
     return out
@@ -98,7 +98,7 @@ async def _list(store: Store, args: argparse.Namespace) -> str:
     if not rows:
         return "no rooms yet"
     columns = ("room", "status", "waiting", "active", "per_minute", "eta_back", "admitted", "abandoned")
-    table = [columns, *[tuple(str(row.get(c, "-")) for c in columns) for row in rows]]
+    table = [columns, *[tuple("-" if row[c] is None else str(row[c]) for c in columns) for row in rows]]
     widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in table)
 

@@ -431,3 +431,40 @@ async def test_closed_room_page(make_gate: MakeGate) -> None:
         assert "This line is closed" in response.text
         data = (await client.get("/checkout", headers={"accept": "application/json"})).json()
         assert data["state"] == "closed"
+
+
+async def test_prequeue_page_before_a_scheduled_opening(make_gate: MakeGate) -> None:
+    import base64
+
+    from queuegate.fairness import seed_commitment
+
+    gate = await make_gate(rooms=[sale(rate=5, opens_at=time.time() + 120)])
+    async with client_for(gate) as client:
+        data = (await client.get("/checkout", headers={"accept": "application/json"})).json()
+        assert data["state"] == "prequeue"
+        assert 110 <= data["opens_in_seconds"] <= 120
+        seed = await gate.rooms["sale"].seed()
+        assert seed is not None
+        assert data["seed_sha256"] == seed_commitment(seed)
+        page = await client.get("/checkout")
+        assert page.status_code == 503
+        assert "Opening soon" in page.text
+        assert seed_commitment(seed) in page.text
+        assert seed not in page.text
+        script = re.search(r"<script>(.*?)</script>", page.text, re.S)
+        assert script is not None
+        digest = base64.b64encode(hashlib.sha256(script[1].encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in page.headers["content-security-policy"]
+        status = await client.get("/_queuegate/status/sale")
+        assert status.json()["state"] == "prequeue"
+
+
+async def test_lottery_room_shows_the_draw_not_a_place(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[sale(rate=1, method="random")])
+    async with client_for(gate) as a, client_for(gate) as b, client_for(gate) as c:
+        await a.get("/checkout")
+        await b.get("/checkout")
+        data = (await c.get("/checkout", headers={"accept": "application/json"})).json()
+        assert (data["method"], data["position"], data["ahead"], data["line"]) == ("random", None, None, 2)
+        page = await c.get("/checkout")
+        assert "people in the draw" in page.text

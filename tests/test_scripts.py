@@ -243,3 +243,25 @@ async def test_rooms_do_not_share_state(store: Store) -> None:
     await store.enter(a, "v", now=T0)
     assert (await store.enter(b, "w", now=T0)).state == "active"
     assert all(key.startswith("qg:{sale}:") for key in store.keys("sale"))
+
+
+async def test_eta_counts_only_visitors_still_polling(store: Store) -> None:
+    room = rate_room(rate=1, per=10.0, abandon=30.0)
+    await store.enter(room, "in", now=T0)
+    for i in range(10):
+        await store.enter(room, f"w{i}", now=T0)
+    # w0..w4 go silent; w5..w9 keep polling. 15 s later, w9 has 4 live people ahead.
+    for i in range(5, 10):
+        await store.enter(room, f"w{i}", now=T0 + 12_000)
+    late = await store.enter(room, "w9", now=T0 + 12_000)
+    assert late.rank == 8  # w0 went in at the refill; everyone keeps their place...
+    assert late.eta_ms <= 5 * 10_000  # ...but the estimate counts the 4 live ones ahead
+
+
+async def test_drain_empties_the_line_only(store: Store) -> None:
+    room = rate_room(rate=1, per=60.0)
+    for name in ("in", "a", "b"):
+        await store.enter(room, name, now=T0)
+    assert await store.drain(room, now=T0 + 1) == 2
+    stats = await store.stats(room, now=T0 + 2)
+    assert (stats["waiting"], stats["active"], stats["drained"]) == (0, 1, 2)

@@ -34,6 +34,7 @@
 --             the pre-queue is shuffled once, reproducibly from the seed
 
 local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
+local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
   'max_step', 'status', 'method', 'opens_at'}
 
@@ -239,10 +240,14 @@ local function move_line()
     end
     budget = budget - #ids
     local n = #entries / 2
-    if n > 0 then
-      redis.call('ZADD', KEYS[4], unpack(entries))
-      redis.call('HINCRBY', KEYS[5], 'line_admitted', n)
-    end
+    -- Recent history of the head of the line: exponentially fading counts
+    -- of visitors admitted and skipped there (time constant HEAD_MEMORY).
+    local got = redis.call('HMGET', KEYS[5], 'head_at', 'head_took', 'head_skipped')
+    local fade = math.exp(-(now - (tonumber(got[1]) or now)) / HEAD_MEMORY)
+    redis.call('HSET', KEYS[5], 'head_at', now,
+      'head_took', (tonumber(got[2]) or 0) * fade + n,
+      'head_skipped', (tonumber(got[3]) or 0) * fade + (#ids - n))
+    if n > 0 then redis.call('ZADD', KEYS[4], unpack(entries)) end
     note_admitted(n)
   end
   if abandoned > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned', abandoned) end
@@ -260,14 +265,13 @@ local function per_minute(current, previous)
   return previous * (1 - (now - win_start) / WINDOW) + current
 end
 
--- Of those who reached the front of the line, the share still there to take
--- their turn (1 until anybody was skipped): the estimate counts people ahead
--- at this share, since the silent ones are skipped without using a slot.
+-- Of those who lately reached the front of the line, the share still there
+-- to take their turn (1 while nobody was skipped).
 local function staying_share()
-  local got = redis.call('HMGET', KEYS[5], 'line_admitted', 'abandoned')
-  local admitted_n, abandoned_n = tonumber(got[1]) or 0, tonumber(got[2]) or 0
-  if admitted_n + abandoned_n == 0 then return 1 end
-  return admitted_n / (admitted_n + abandoned_n)
+  local got = redis.call('HMGET', KEYS[5], 'head_took', 'head_skipped')
+  local took, skipped = tonumber(got[1]) or 0, tonumber(got[2]) or 0
+  if took + skipped <= 0 then return 1 end
+  return took / (took + skipped)
 end
 
 -- Estimated wait (ms) for a visitor with `ahead` people in front, or -1 when
@@ -279,7 +283,16 @@ local function eta(ahead)
   if status == 'paused' or status == 'closed' then return -1 end
   local start = 0
   if prequeue then start = opens_at - now end
-  ahead = math.floor(ahead * staying_share())
+  if ahead > 0 and abandon > 0 then
+    -- Only those still polling count: of the people ahead, take away those
+    -- expected to be skipped (the share skipped at the head lately) or, when
+    -- more, those silent now for a third of `abandon` (a page polls at least
+    -- that often), spread evenly along the line.
+    local skips = ahead * (1 - staying_share())
+    local line = redis.call('ZCARD', KEYS[2])
+    local quiet = redis.call('ZCOUNT', KEYS[3], '-inf', now - abandon / 3)
+    ahead = math.floor(ahead - math.max(skips, quiet * ahead / math.max(line, 1)))
+  end
   local wait = 0
   if rate > 0 then
     local bucket = tokens

@@ -1,0 +1,1 @@
+"""Benchmarks and simulations that print their figures (see the README)."""

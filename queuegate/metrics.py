@@ -1,0 +1,102 @@
+"""Live numbers of every room as Prometheus text, on an endpoint you mount.
+
+    from queuegate.metrics import metrics_app
+    app.mount("/metrics", metrics_app(store))   # needs queuegate[prometheus]
+
+Each scrape runs the stats script once per room (every room with state in
+Redis, template rooms included), so the figures are current.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from .store import Store, StoreError
+
+try:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError(
+        'queuegate.metrics needs prometheus-client: pip install "queuegate[prometheus]"'
+    ) from exc
+
+__all__ = ["metrics_app", "metrics_text"]
+
+GAUGES = {
+    "waiting": "Visitors waiting in line",
+    "active": "Active (admitted, unexpired) sessions",
+    "per_minute": "Admissions per minute, measured",
+    "ended_per_minute": "Sessions ending per minute, measured",
+    "eta_back_seconds": "Estimated wait at the back of the line (-1: unknown)",
+    "rate": "Visitors admitted per interval (0: no rate limit)",
+    "per_seconds": "Admission interval",
+    "capacity": "Most active sessions (0: no limit)",
+}
+COUNTERS = {
+    "admitted": "Visitors admitted",
+    "joined": "Visitors who joined the line",
+    "abandoned": "Waiting visitors skipped because they stopped polling",
+    "expired": "Sessions that ran out",
+    "released": "Sessions released by the app",
+    "left": "Visitors who left",
+}
+
+
+class _Snapshot:
+    """A one-shot collector over stats already fetched."""
+
+    def __init__(self, rooms: dict[str, dict[str, Any]]) -> None:
+        self.rooms = rooms
+
+    def collect(self) -> Iterator[Metric]:
+        for name, text in GAUGES.items():
+            gauge = GaugeMetricFamily(f"queuegate_{name}", text, labels=["room"])
+            for room, stats in self.rooms.items():
+                gauge.add_metric([room], _value(stats, name))
+            yield gauge
+        for name, text in COUNTERS.items():
+            counter = CounterMetricFamily(f"queuegate_{name}", text, labels=["room"])
+            for room, stats in self.rooms.items():
+                counter.add_metric([room], float(stats[name]))
+            yield counter
+        state = GaugeMetricFamily("queuegate_open", "1 when the room admits as configured", labels=["room"])
+        for room, stats in self.rooms.items():
+            state.add_metric([room], 1.0 if stats["status"] == "open" else 0.0)
+        yield state
+
+
+def _value(stats: dict[str, Any], name: str) -> float:
+    if name == "eta_back_seconds":
+        return -1.0 if stats["eta_back_ms"] < 0 else stats["eta_back_ms"] / 1000
+    if name == "per_seconds":
+        return float(stats["per"]) / 1000
+    return float(stats[name])
+
+
+async def metrics_text(store: Store, rooms: Iterable[str] | None = None) -> bytes:
+    names = list(rooms) if rooms is not None else await store.room_names()
+    snapshot = {name: await store.stats(name) for name in names}
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(snapshot))
+    return bytes(generate_latest(registry))
+
+
+def metrics_app(store: Store, rooms: Iterable[str] | None = None) -> Any:
+    """An ASGI app answering GET with the rooms' metrics (503 if Redis fails)."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "http"
+        try:
+            body, status, kind = await metrics_text(store, rooms), 200, CONTENT_TYPE_LATEST
+        except StoreError as exc:
+            body, status, kind = f"redis unavailable: {exc}\n".encode(), 503, "text/plain"
+        headers = [(b"content-type", kind.encode()), (b"cache-control", b"no-store")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
