@@ -77,7 +77,7 @@ async def simulate(
         order += 1
         delay = int(outcome.poll_ms * rng.uniform(0.9, 1.1))
         heapq.heappush(events, (now + delay, order, i))
-    await client.aclose()
+    await store.aclose()
     stayed = [p for p in people if p.admitted is not None and p.admitted > p.joined and p.eta >= 0]
     errors = [abs(p.eta - (p.admitted - p.joined)) / (p.admitted - p.joined) for p in stayed]
     within = sum(e <= 0.2 for e in errors) / len(errors)

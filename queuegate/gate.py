@@ -8,7 +8,6 @@ prepared is prepared in ``__init__``.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import inspect
 import ipaddress
@@ -17,10 +16,11 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import redis.asyncio as aioredis
-from starlette.requests import Request, cookie_parser
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .pages import Page, Pages
@@ -78,9 +78,21 @@ def _wants_json(scope: Scope) -> bool:
     return False
 
 
-def _cookies(scope: Scope) -> dict[str, str]:
-    parts = [value.decode("latin-1") for name, value in scope["headers"] if name == b"cookie"]
-    return cookie_parser("; ".join(parts)) if parts else {}
+@lru_cache(maxsize=10_000)
+def _cookie_pattern(name: str) -> re.Pattern[bytes]:
+    return re.compile(rb"(?:^|[;,]\s*)" + re.escape(name.encode()) + rb"=([^;,\s]*)")
+
+
+def _cookie(scope: Scope, name: str) -> str | None:
+    """One cookie's value from the request's Cookie header(s), or ``None``.
+    (A regex over the raw header: the gate reads one cookie per request.)"""
+    pattern = _cookie_pattern(name)
+    for header, value in scope["headers"]:
+        if header == b"cookie":
+            found = pattern.search(value)
+            if found:
+                return found[1].decode("latin-1")
+    return None
 
 
 async def _send_page(page: Page, send: Send, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
@@ -155,7 +167,7 @@ class QueueGate:
             )
         self.settings = settings
         self.identify = identify
-        self.store = Store(client, settings.prefix)
+        self.store = Store(client, settings.prefix, settings.timeout)
         self.rooms = Rooms(settings.rooms, self.store)
         self.tokens = Tokens(settings.secret_keys, settings.cookie_max_age)
         self.pages = Pages(settings.waiting_status, waiting_template)
@@ -163,6 +175,7 @@ class QueueGate:
         self._bypass_paths = compile_patterns(settings.bypass_paths)
         self._bypass_secret = None if settings.bypass_secret is None else settings.bypass_secret.encode()
         self._bypass_networks = [ipaddress.ip_network(n, strict=False) for n in settings.bypass_networks]
+        self._no_bypass = not (self._bypass_paths or self._bypass_secret or self._bypass_networks)
         secure = "; Secure" if settings.cookie_secure else ""
         self._cookie_flags = f"; Path=/; Max-Age={settings.cookie_max_age}; HttpOnly; SameSite=Lax{secure}"
         self._cookie_clear = f"=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
@@ -196,6 +209,8 @@ class QueueGate:
         return self.rooms.match(normalise(path), method)
 
     def _bypassed(self, canonical: str, scope: Scope) -> bool:
+        if self._no_bypass:
+            return False
         if self._bypass_rule(canonical, scope):
             self.counters["bypassed"] += 1
             return True
@@ -251,7 +266,7 @@ class QueueGate:
         (another user, or nobody signed in)."""
         user = await self._user(scope)
         user_hash = None if user is None else self.tokens.user_hash(user)
-        token = _cookies(scope).get(f"qg_{room.name}")
+        token = _cookie(scope, f"qg_{room.name}")
         found = None if token is None else self.tokens.read(room.name, token)
         if found is None:
             return _Visitor(None, user_hash)
@@ -263,11 +278,10 @@ class QueueGate:
     async def _enter(self, room: Room, visitor: str, join: bool, user_hash: str | None) -> Outcome | None:
         """One script call within the timeout; ``None`` when the store failed."""
         try:
-            async with asyncio.timeout(self.timeout):
-                return await self.store.enter(
-                    room, visitor, join=join, user_hash=user_hash, user_ttl=self.settings.cookie_max_age
-                )
-        except (StoreError, TimeoutError) as exc:
+            return await self.store.enter(
+                room, visitor, join=join, user_hash=user_hash, user_ttl=self.settings.cookie_max_age
+            )
+        except StoreError as exc:
             self.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
             now = time.monotonic()
             if now - self._last_failure_log >= FAILURE_LOG_INTERVAL:
@@ -275,7 +289,7 @@ class QueueGate:
                 logger.warning(
                     "queuegate: Redis did not answer for room %r (%s); failing %s",
                     room.name,
-                    exc or "timeout",
+                    exc,
                     room.fail,
                 )
             return None
@@ -386,9 +400,8 @@ class QueueGate:
     async def _leave(self, room: Room, visitor: str | None, as_json: bool, send: Send) -> None:
         if visitor is not None:
             try:
-                async with asyncio.timeout(self.timeout):
-                    await self.store.leave(room, visitor)
-            except (StoreError, TimeoutError):
+                await self.store.leave(room, visitor)
+            except StoreError:
                 await _send_page(self._unavailable(room, as_json), send)
                 return
         page = self.pages.message("left", room.name, status=200, as_json=as_json)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from functools import partial
+from functools import lru_cache, partial
 from urllib.parse import unquote
 
 from .settings import PLACEHOLDER
@@ -26,6 +26,7 @@ _STAR = "\ue000"
 _SLOT = "\ue001"
 
 
+@lru_cache(maxsize=10_000)
 def normalise(path: str) -> str:
     """The canonical form of a request path, used only to decide what is gated.
 

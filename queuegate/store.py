@@ -8,9 +8,12 @@ scheduler to run.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib.resources import files
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -18,8 +21,9 @@ from urllib.parse import urlsplit, urlunsplit
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
+from .pipeline import AutoPipeline, encode, pack
 from .settings import ConfigError, Room, check_room_setting
 
 __all__ = ["Outcome", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
@@ -81,8 +85,8 @@ def redacted(url: str) -> str:
 def connect(url: str, timeout: float, max_connections: int = 50) -> aioredis.Redis:
     """A client for ``redis://``, ``rediss://`` or ``unix://`` URLs.
 
-    Every socket operation is bounded by ``timeout``; one immediate retry
-    covers a pooled connection that died with a Redis restart. At most
+    Connecting is bounded by ``timeout``; one immediate retry covers a pooled
+    connection that died with a Redis restart. At most
     ``max_connections`` are open; a request that finds them all busy waits
     for one (within the caller's timeout) instead of failing.
     """
@@ -95,7 +99,10 @@ def connect(url: str, timeout: float, max_connections: int = 50) -> aioredis.Red
             url,
             max_connections=max_connections,
             timeout=timeout,
-            socket_timeout=timeout,
+            # A request waits at most `timeout` (the gate's own deadline); a
+            # connection is only given up when silent for longer, since on a
+            # shared pipelined connection one read waits for the replies ahead.
+            socket_timeout=max(1.0, 4 * timeout),
             socket_connect_timeout=timeout,
             retry=Retry(NoBackoff(), 1),
         )
@@ -106,17 +113,69 @@ def connect(url: str, timeout: float, max_connections: int = 50) -> aioredis.Red
 
 
 class Store:
-    """The rooms' state in one Redis (or cluster) under ``prefix``."""
+    """The rooms' state in one Redis (or cluster) under ``prefix``.
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "qg") -> None:
+    With a plain ``redis.asyncio.Redis`` client, script calls share one
+    automatically pipelined connection (see ``queuegate.pipeline``); a cluster
+    client routes each call to its slot's node itself.
+    """
+
+    def __init__(self, client: aioredis.Redis, prefix: str = "qg", timeout: float = 5.0) -> None:
         self.client = client
         self.prefix = prefix
+        self.timeout = timeout
         advance = _load("advance.lua")
         self._scripts = {
-            name: client.register_script(advance + "\n" + _load(f"{name}.lua"))
+            name: advance + "\n" + _load(f"{name}.lua")
             for name in ("enter", "remove", "stats", "configure", "drain")
         }
+        self._shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
         self._seeded: set[str] = set()
+        self._pipeline: AutoPipeline | None = None
+        if isinstance(client, aioredis.Redis):
+            pool = client.connection_pool
+            # The pipeline keeps its own time (a deadline per call, and a
+            # connection silent for 4 timeouts, 1 s at least, is given up), so
+            # its connection needs no socket timeout of its own.
+            options = {**pool.connection_kwargs, "socket_timeout": None}
+            self._pipeline = AutoPipeline(
+                lambda: pool.connection_class(**options), timeout, max(1.0, 4 * timeout)
+            )
+        # Encoded once: the parts of a script call that repeat.
+        self._encoded_shas = {name: encode("EVALSHA") + encode(sha) for name, sha in self._shas.items()}
+        self._encoded = lru_cache(maxsize=20_000)(encode)
+
+    async def _evalsha(self, script: str, keys: Sequence[str], args: Sequence[str]) -> Any:
+        try:
+            return await self._run(script, keys, args)
+        except NoScriptError:
+            # A restarted or new server: load the script (on every node of a
+            # cluster), then run it again.
+            if self._pipeline is None:
+                await self.client.script_load(self._scripts[script])
+            else:
+                await self._pipeline.execute(pack("SCRIPT", "LOAD", self._scripts[script]))
+            return await self._run(script, keys, args)
+
+    async def _run(self, script: str, keys: Sequence[str], args: Sequence[str]) -> Any:
+        if self._pipeline is None:
+            async with asyncio.timeout(self.timeout):
+                return await self.client.execute_command(  # type: ignore[no-untyped-call]
+                    "EVALSHA", self._shas[script], len(keys), *keys, *args
+                )
+        # Keys, room defaults and flags repeat call after call: their encodings
+        # are cached (not visitor ids, which would only churn the cache).
+        cached = self._encoded
+        command = b"".join(
+            [
+                b"*%d\r\n" % (3 + len(keys) + len(args)),
+                self._encoded_shas[script],
+                encode(len(keys)),
+                *[cached(key) for key in keys],
+                *[cached(arg) if len(arg) > 40 or len(arg) < 2 else encode(arg) for arg in args],
+            ]
+        )
+        return await self._pipeline.execute(command)
 
     def keys(self, room: str) -> list[str]:
         # One {room} hash tag for all of a room's keys: each script touches a
@@ -137,10 +196,13 @@ class Store:
     ) -> Any:
         name, defaults = (room, "") if isinstance(room, str) else (room.name, room.defaults)
         try:
-            reply = await self._scripts[script](
-                keys=[*self.keys(name), *extra_keys],
-                args=["" if now is None else str(now), defaults, self._seed_offer(name), *args],
+            reply = await self._evalsha(
+                script,
+                [*self.keys(name), *extra_keys],
+                ["" if now is None else str(now), defaults, self._seed_offer(name), *args],
             )
+        except TimeoutError as exc:
+            raise StoreError(f"no reply from Redis within {self.timeout} s") from exc
         except RedisError as exc:
             if str(exc).startswith("UNKNOWN_ROOM"):
                 raise UnknownRoom(f"no room named {name!r} has been used yet") from None
@@ -196,6 +258,11 @@ class Store:
                 seed_sha256=_text(reply[7]),
             )
         return Outcome(state, now_ms, who)  # type: ignore[arg-type]
+
+    async def enter_many(self, room: RoomRef, visitors: Sequence[str], *, now: int | None = None) -> None:
+        """Let in or join many visitors at once (load tests, simulations): the
+        calls go out together on the pipelined connection."""
+        await asyncio.gather(*(self.enter(room, visitor, now=now) for visitor in visitors))
 
     async def release(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The protected action is done: free the slot for the next in line."""
@@ -276,4 +343,6 @@ class Store:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
+        if self._pipeline is not None:
+            await self._pipeline.aclose()
         await self.client.aclose()

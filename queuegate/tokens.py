@@ -12,12 +12,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from collections.abc import Sequence
 from functools import lru_cache
 
 from itsdangerous import BadData, TimestampSigner
 
 __all__ = ["Tokens", "new_visitor_id"]
+
+VERIFIED_CACHE = 100_000  # tokens remembered per process (about 20 MB at most)
 
 
 def new_visitor_id() -> str:
@@ -33,6 +36,7 @@ class Tokens:
         self._user_keys = [hashlib.sha256(b"queuegate.user." + key).digest() for key in reversed(self._keys)]
         self.max_age = max_age
         self._signer = lru_cache(maxsize=4096)(self._make_signer)
+        self._verified: dict[tuple[str, str], tuple[str, str | None, float]] = {}
 
     def _make_signer(self, room: str) -> TimestampSigner:
         return TimestampSigner(self._keys, salt=f"queuegate.room.{room}", digest_method=hashlib.sha256)
@@ -53,10 +57,23 @@ class Tokens:
 
     def read(self, room: str, token: str) -> tuple[str, str | None] | None:
         """``(visitor id, user hash or None)`` from a valid token for this
-        room, else ``None``."""
+        room, else ``None``.
+
+        A token that verified once is remembered with its issue time (checking
+        an HMAC costs more than the rest of a gated request), so later reads
+        only check its age. Only valid tokens are remembered."""
+        known = self._verified.get((room, token))
+        if known is not None:
+            if time.time() - known[2] <= self.max_age:
+                return known[0], known[1]
+            del self._verified[(room, token)]
+            return None
         try:
-            value = self._signer(room).unsign(token, max_age=self.max_age).decode()
+            value, issued = self._signer(room).unsign(token, max_age=self.max_age, return_timestamp=True)
+            visitor, _, user_hash = value.decode().partition("~")
         except (BadData, UnicodeError, ValueError):
             return None
-        visitor, _, user_hash = value.partition("~")
+        if len(self._verified) >= VERIFIED_CACHE:
+            self._verified.clear()
+        self._verified[(room, token)] = (visitor, user_hash or None, issued.timestamp())
         return visitor, user_hash or None

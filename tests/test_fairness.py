@@ -18,9 +18,9 @@ T0 = 1_700_000_000_000
 
 @pytest.fixture
 async def store(redis_url: str) -> AsyncIterator[Store]:
-    client = aioredis.Redis.from_url(redis_url)
-    yield Store(client)
-    await client.aclose()
+    store = Store(aioredis.Redis.from_url(redis_url))
+    yield store
+    await store.aclose()
 
 
 async def test_lottery_gives_everyone_waiting_the_same_chance(store: Store) -> None:

@@ -20,9 +20,9 @@ T0 = 1_700_000_000_000  # ms
 
 @pytest.fixture
 async def store(redis_url: str) -> AsyncIterator[Store]:
-    client = aioredis.Redis.from_url(redis_url)
-    yield Store(client)
-    await client.aclose()
+    store = Store(aioredis.Redis.from_url(redis_url))
+    yield store
+    await store.aclose()
 
 
 def rate_room(rate: int = 3, per: float = 1.0, **kw: object) -> Room:

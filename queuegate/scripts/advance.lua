@@ -46,9 +46,7 @@ else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local conf = redis.call('HMGET', KEYS[5], 'defaults', 'tokens', 'refill_at',
-  'win_start', 'win_count', 'win_prev', 'end_count', 'end_prev', 'seed', 'draws',
-  'shuffled', unpack(SETTINGS))
+local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS))
 
 local defaults = ARGV[2]
 if defaults == '' then
@@ -57,10 +55,10 @@ if defaults == '' then
 elseif defaults ~= conf[1] then
   redis.call('HSET', KEYS[5], 'defaults', defaults)
 end
-local default = {}
-for value in string.gmatch(defaults, '[^,]+') do default[#default + 1] = value end
+local default = {string.match(defaults,
+  '^([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*)$')}
 local setting = {}
-for i, name in ipairs(SETTINGS) do setting[name] = conf[11 + i] or default[i] end
+for i, name in ipairs(SETTINGS) do setting[name] = conf[1 + i] or default[i] end
 
 local rate = tonumber(setting.rate)
 local per = tonumber(setting.per)
@@ -73,70 +71,21 @@ local status = setting.status
 local method = setting.method
 local opens_at = tonumber(setting.opens_at)
 
-local tokens = tonumber(conf[2])
-local refill_at = tonumber(conf[3])
-local win_start = tonumber(conf[4]) or now
-local win_count = tonumber(conf[5]) or 0
-local win_prev = tonumber(conf[6]) or 0
-local end_count = tonumber(conf[7]) or 0
-local end_prev = tonumber(conf[8]) or 0
-local seed = conf[9]
-local draws = tonumber(conf[10]) or 0
-local shuffled = tonumber(conf[11])
-local dirty = conf[4] == false or (rate > 0 and conf[2] == false)
-
-if not seed and ARGV[3] ~= '' then
-  local colon = string.find(ARGV[3], ':', 1, true)
-  seed = string.sub(ARGV[3], 1, colon - 1)
-  redis.call('HSET', KEYS[5], 'seed', seed, 'seed_sha256', string.sub(ARGV[3], colon + 1))
-end
+-- The room's running state, read by advance() (a visitor who is simply
+-- inside never needs it).
+local tokens, refill_at, win_start, win_count, win_prev, end_count, end_prev
+local seed, draws, shuffled
+local dirty = false
 
 -- Before a scheduled opening the room only gathers its pre-queue.
 local prequeue = opens_at > 0 and now < opens_at
-
--- Sliding-window counters of admissions and of sessions ending, behind the
--- measured rates: the current minute's count plus the previous minute's.
-if now - win_start >= WINDOW then
-  if now - win_start >= 2 * WINDOW then
-    win_prev, end_prev = 0, 0
-  else
-    win_prev, end_prev = win_count, end_count
-  end
-  win_count, end_count, win_start = 0, 0, now
-  dirty = true
-end
+local line_moves = (status == 'open' or status == 'queue_all') and not prequeue
+local active_n = 0
 
 local function note_ended(n)
   if n <= 0 then return end
   end_count = end_count + n
   dirty = true
-end
-
--- Sessions whose expiry has passed no longer count (a score <= now is expired).
-local expired = redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-note_ended(expired)
-if expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired', expired) end
-local active_n = redis.call('ZCARD', KEYS[4])
-
--- Token bucket: N more per whole interval elapsed since the last refill.
--- Nobody joined or left the line since the previous call (every join is a
--- call), so spending all k refills on it now admits exactly whom k calls at
--- each refill would have admitted. What is left is then capped at N, below.
--- While the line could not move (paused, closed, before the opening) the
--- refills were not spendable, so the bucket is simply full.
-local line_moves = (status == 'open' or status == 'queue_all') and not prequeue
-if rate > 0 then
-  if tokens == nil or refill_at == nil then
-    tokens, refill_at = rate, now
-  elseif now - refill_at >= per then
-    local k = math.floor((now - refill_at) / per)
-    tokens = tokens + k * rate
-    if not line_moves or (opens_at > 0 and refill_at < opens_at) then
-      tokens = math.min(tokens, rate)
-    end
-    refill_at = refill_at + k * per
-    dirty = true
-  end
 end
 
 -- A number in [0, 1) from the room's secret seed and a draw counter: the same
@@ -146,35 +95,6 @@ local function draw()
   dirty = true
   local h = redis.sha1hex((seed or '') .. ':' .. draws)
   return tonumber(string.sub(h, 1, 13), 16) / 4503599627370496 -- 16^13
-end
-
--- The opening of a scheduled room: everyone in the pre-queue came early, so
--- they get a random order, once. A visitor's place is the rank of
--- SHA1(seed ":" id) among them; they keep the same set of arrival numbers,
--- so everyone who arrives after the opening still queues behind them.
--- (queuegate.fairness.prequeue_order recomputes it from the published seed.)
-if opens_at > 0 and not prequeue and shuffled ~= opens_at then
-  local entries = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
-  local ids, scores, key = {}, {}, {}
-  for i = 1, #entries, 2 do
-    local id = entries[i]
-    ids[#ids + 1] = id
-    scores[#scores + 1] = entries[i + 1]
-    key[id] = redis.sha1hex((seed or '') .. ':' .. id)
-  end
-  table.sort(ids, function(a, b)
-    if key[a] == key[b] then return a < b end
-    return key[a] < key[b]
-  end)
-  for first = 1, #ids, 500 do
-    local batch = {}
-    for i = first, math.min(first + 499, #ids) do
-      batch[#batch + 1] = scores[i]
-      batch[#batch + 1] = ids[i]
-    end
-    redis.call('ZADD', KEYS[2], unpack(batch))
-  end
-  redis.call('HSET', KEYS[5], 'shuffled', opens_at, 'prequeue_size', #ids)
 end
 
 local function note_admitted(n)
@@ -253,11 +173,100 @@ local function move_line()
   if abandoned > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned', abandoned) end
 end
 
-move_line()
--- The bucket never holds more than N (also after an operator lowers N).
-if rate > 0 and tokens > rate then
-  tokens = rate
-  dirty = true
+
+-- Bring the room up to date: adopt a seed, roll the rate windows, expire
+-- sessions, refill the bucket, shuffle a pre-queue at its opening, and move
+-- the line. Every script calls it first (enter skips it for a visitor who is
+-- simply inside: that answer does not depend on the rest of the room).
+local function advance()
+  local state = redis.call('HMGET', KEYS[5], 'tokens', 'refill_at', 'win_start', 'win_count',
+    'win_prev', 'end_count', 'end_prev', 'seed', 'draws', 'shuffled')
+  tokens, refill_at = tonumber(state[1]), tonumber(state[2])
+  win_start = tonumber(state[3]) or now
+  win_count, win_prev = tonumber(state[4]) or 0, tonumber(state[5]) or 0
+  end_count, end_prev = tonumber(state[6]) or 0, tonumber(state[7]) or 0
+  seed, draws, shuffled = state[8], tonumber(state[9]) or 0, tonumber(state[10])
+  dirty = state[3] == false or (rate > 0 and state[1] == false)
+
+  if not seed and ARGV[3] ~= '' then
+    local colon = string.find(ARGV[3], ':', 1, true)
+    seed = string.sub(ARGV[3], 1, colon - 1)
+    redis.call('HSET', KEYS[5], 'seed', seed, 'seed_sha256', string.sub(ARGV[3], colon + 1))
+  end
+
+  -- Sliding-window counters of admissions and of sessions ending, behind the
+  -- measured rates: the current minute's count plus the previous minute's.
+  if now - win_start >= WINDOW then
+    if now - win_start >= 2 * WINDOW then
+      win_prev, end_prev = 0, 0
+    else
+      win_prev, end_prev = win_count, end_count
+    end
+    win_count, end_count, win_start = 0, 0, now
+    dirty = true
+  end
+
+  -- Sessions whose expiry has passed no longer count (a score <= now is expired).
+  local expired = redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  note_ended(expired)
+  if expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired', expired) end
+  active_n = redis.call('ZCARD', KEYS[4])
+
+  -- Token bucket: N more per whole interval elapsed since the last refill.
+  -- Nobody joined or left the line since the previous call (every join is a
+  -- call), so spending all k refills on it now admits exactly whom k calls at
+  -- each refill would have admitted. What is left is then capped at N, below.
+  -- While the line could not move (paused, closed, before the opening) the
+  -- refills were not spendable, so the bucket is simply full.
+  if rate > 0 then
+    if tokens == nil or refill_at == nil then
+      tokens, refill_at = rate, now
+    elseif now - refill_at >= per then
+      local k = math.floor((now - refill_at) / per)
+      tokens = tokens + k * rate
+      if not line_moves or (opens_at > 0 and refill_at < opens_at) then
+        tokens = math.min(tokens, rate)
+      end
+      refill_at = refill_at + k * per
+      dirty = true
+    end
+  end
+
+  -- The opening of a scheduled room: everyone in the pre-queue came early, so
+  -- they get a random order, once. A visitor's place is the rank of
+  -- SHA1(seed ":" id) among them; they keep the same set of arrival numbers,
+  -- so everyone who arrives after the opening still queues behind them.
+  -- (queuegate.fairness.prequeue_order recomputes it from the published seed.)
+  if opens_at > 0 and not prequeue and shuffled ~= opens_at then
+    local entries = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+    local ids, scores, key = {}, {}, {}
+    for i = 1, #entries, 2 do
+      local id = entries[i]
+      ids[#ids + 1] = id
+      scores[#scores + 1] = entries[i + 1]
+      key[id] = redis.sha1hex((seed or '') .. ':' .. id)
+    end
+    table.sort(ids, function(a, b)
+      if key[a] == key[b] then return a < b end
+      return key[a] < key[b]
+    end)
+    for first = 1, #ids, 500 do
+      local batch = {}
+      for i = first, math.min(first + 499, #ids) do
+        batch[#batch + 1] = scores[i]
+        batch[#batch + 1] = ids[i]
+      end
+      redis.call('ZADD', KEYS[2], unpack(batch))
+    end
+    redis.call('HSET', KEYS[5], 'shuffled', opens_at, 'prequeue_size', #ids)
+  end
+
+  move_line()
+  -- The bucket never holds more than N (also after an operator lowers N).
+  if rate > 0 and tokens > rate then
+    tokens = rate
+    dirty = true
+  end
 end
 
 -- Events per minute from a window counter and its previous window.

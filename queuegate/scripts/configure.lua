@@ -9,6 +9,7 @@
 --
 -- Returns the number of fields written.
 
+advance()
 save_state()
 local n = 0
 for i = 4, #ARGV, 2 do

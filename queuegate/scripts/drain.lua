@@ -3,6 +3,7 @@
 --
 -- Returns the number of visitors removed from the line.
 
+advance()
 local n = redis.call('ZCARD', KEYS[2])
 redis.call('DEL', KEYS[2], KEYS[3])
 if n > 0 then redis.call('HINCRBY', KEYS[5], 'drained', n) end

@@ -8,6 +8,7 @@
 --
 -- Returns 1 if the visitor held a place (waiting or active), else 0.
 
+advance()
 local id = ARGV[4]
 local was_active = redis.call('ZREM', KEYS[4], id)
 local held = was_active + redis.call('ZREM', KEYS[2], id)

@@ -10,6 +10,7 @@
 --   drained, the settings (see advance.lua), prequeue (1 before a scheduled
 --   opening) and seed_sha256 (the published hash of the lottery's seed).
 
+advance()
 save_state()
 local waiting = redis.call('ZCARD', KEYS[2])
 local back = waiting

@@ -1,0 +1,46 @@
+"""The app the speed benchmark serves: a trivial Starlette app, bare or gated.
+
+QUEUEGATE_BENCH_MODE=bare|gated QUEUEGATE_REDIS_URL=... uvicorn benchmarks.app:app
+"""
+
+from __future__ import annotations
+
+import os
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from queuegate import QueueGate, Room
+
+SECRET = "benchmark-secret-key-0123456789"
+
+# Admitted visitors: room enough for everyone. Waiting and joining visitors:
+# one admission an hour, so the line only grows. The big room is filled with
+# a million waiting visitors by the benchmark itself.
+ROOMS = [
+    Room("bench-in", paths=["/page"], capacity=100_000_000, session=3600),
+    Room("bench-wait", paths=["/wait"], rate=1, per=3600),
+    Room("bench-join", paths=["/join"], rate=1, per=3600),
+    Room("bench-big", paths=["/big"], rate=1000, per=3600, max_step=1000, status="paused"),
+]
+
+
+async def page(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("ok")
+
+
+bare = Starlette(routes=[Route("/{name}", page)])
+
+if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
+    app = QueueGate(
+        bare,
+        rooms=ROOMS,
+        secret_key=SECRET,
+        redis=os.environ["QUEUEGATE_REDIS_URL"],
+        cookie_secure=False,
+        timeout=1.0,
+    )
+else:
+    app = bare

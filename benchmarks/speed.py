@@ -1,0 +1,245 @@
+"""What the gate costs: the same trivial app served bare and gated, side by side.
+
+    python -m benchmarks [--quick] [--json]
+
+Starts a private Redis and two uvicorn servers (1 worker, uvloop, httptools),
+one bare and one gated, and drives them in turn (bare, gated, bare, gated, ...)
+with wrk when installed (Debian's ``wrk``), else a Python load generator. Each
+figure is the median over the rounds; ratios compare runs of the same round.
+Then a room with a million waiting visitors: the status poll at the back of
+the line, one admission step of 1,000 visitors timed inside Redis, and Redis
+memory per waiting visitor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis
+import redis.asyncio as aioredis
+
+from queuegate import Store
+from queuegate.embedded import EmbeddedServer, free_port, server_binary
+from queuegate.tokens import Tokens
+
+from .app import ROOMS, SECRET
+from .loadgen import Result, run_load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def uvicorn_server(mode: str, redis_url: str) -> Iterator[int]:
+    port = free_port()
+    env = {**os.environ, "QUEUEGATE_BENCH_MODE": mode, "QUEUEGATE_REDIS_URL": redis_url}
+    command = [
+        sys.executable, "-m", "uvicorn", "benchmarks.app:app", "--port", str(port), "--loop", "uvloop",
+        "--http", "httptools", "--log-level", "warning", "--no-access-log",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/page", timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError(f"uvicorn ({mode}) did not start") from None
+                time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def cookie(port: int, path: str, room: str, visits: int) -> str:
+    """The room's cookie of the last of ``visits`` new visitors to ``path``."""
+    value = ""
+    for _ in range(visits):
+        value = httpx.get(f"http://127.0.0.1:{port}{path}").cookies[f"qg_{room}"]
+    return f"qg_{room}={value}"
+
+
+def side_by_side(
+    bare: int, gated: int, path: str, headers: dict[str, str], rounds: int, seconds: float, connections: int
+) -> dict[str, Any]:
+    pairs: list[tuple[Result, Result]] = []
+    for _ in range(rounds):
+        pairs.append(
+            (
+                run_load(bare, "/page", seconds, connections, {}),
+                run_load(gated, path, seconds, connections, headers),
+            )
+        )
+    med = statistics.median
+    return {
+        "bare_rps": round(med(b.requests_per_second for b, _ in pairs)),
+        "gated_rps": round(med(g.requests_per_second for _, g in pairs)),
+        "throughput_ratio": round(med(g.requests_per_second / b.requests_per_second for b, g in pairs), 3),
+        "bare_p99_ms": round(med(b.p99_ms for b, _ in pairs), 2),
+        "gated_p99_ms": round(med(g.p99_ms for _, g in pairs), 2),
+        "p99_ratio": round(med(g.p99_ms / b.p99_ms for b, g in pairs), 2),
+        "gated_p50_ms": round(med(g.p50_ms for _, g in pairs), 2),
+        "errors": sum(b.errors + g.errors for b, g in pairs),
+    }
+
+
+async def fill(url: str, count: int) -> None:
+    client = aioredis.Redis.from_url(url)
+    store = Store(client)
+    room = next(r for r in ROOMS if r.name == "bench-big")
+    batch = 5000
+    for start in range(0, count, batch):
+        await store.enter_many(room, [f"v{i:015d}" for i in range(start, min(count, start + batch))])
+    await store.aclose()
+
+
+async def admission_step(url: str) -> tuple[int, int]:
+    """Open the paused big room; time (µs, inside Redis) the call that admits,
+    and count whom it admitted."""
+    client = aioredis.Redis.from_url(url)
+    store = Store(client)
+    room = next(r for r in ROOMS if r.name == "bench-big")
+    await store.configure(room, status="open")  # its own advance still ran paused
+    await client.config_set("slowlog-log-slower-than", 0)
+    await client.slowlog_reset()
+    admitted = (await store.stats(room))["active"]
+    entries = await client.slowlog_get(10)
+    await client.config_set("slowlog-log-slower-than", 10000)
+    await store.aclose()
+    script_runs = [e for e in entries if b"EVALSHA" in (e["command"] or b"").upper()]
+    return int(script_runs[0]["duration"]), int(admitted)
+
+
+def memory_per_visitor(url: str, count: int) -> float:
+    client = redis.Redis.from_url(url)
+    prefix = "qg:{bench-big}:"
+    names = ("seq", "waiting", "seen", "active", "state")
+    total = sum(int(client.memory_usage(prefix + name, samples=0) or 0) for name in names)
+    client.close()
+    return total / count
+
+
+def million(gated: int, url: str, count: int, seconds: float, connections: int) -> dict[str, Any]:
+    started = time.monotonic()
+    asyncio.run(fill(url, count))
+    fill_seconds = time.monotonic() - started
+    memory = memory_per_visitor(url, count)
+    tokens = Tokens([SECRET], 86400)
+    last = f"v{count - 1:015d}"
+    headers = {"Cookie": f"qg_bench-big={tokens.issue('bench-big', last)}"}
+    check = httpx.get(f"http://127.0.0.1:{gated}/_queuegate/status/bench-big", headers=headers).json()
+    poll = run_load(gated, "/_queuegate/status/bench-big", seconds, connections, headers)
+    step_us, admitted = asyncio.run(admission_step(url))
+    return {
+        "waiting": count,
+        "position_of_last": check.get("position"),
+        "fill_seconds": round(fill_seconds, 1),
+        "poll_rps": round(poll.requests_per_second),
+        "poll_p50_ms": round(poll.p50_ms, 2),
+        "poll_p99_ms": round(poll.p99_ms, 2),
+        "admission_step_visitors": admitted,
+        "admission_step_ms": round(step_us / 1000, 2),
+        "memory_bytes_per_waiting_visitor": round(memory, 1),
+    }
+
+
+TARGETS = [
+    ("admitted", "throughput_ratio", ">=", 0.80),
+    ("admitted", "p99_ratio", "<=", 1.5),
+    ("polling", "throughput_ratio", ">=", 0.80),
+    ("joining", "throughput_ratio", ">=", 0.60),
+    ("joining", "gated_p99_ms", "<=", 10.0),
+    ("million", "poll_p99_ms", "<=", 2.0),
+    ("million", "admission_step_ms", "<=", 10.0),
+    ("million", "memory_bytes_per_waiting_visitor", "<=", 250.0),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="shorter runs and 100,000 waiting (under a minute)"
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON line instead of the table")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=32)
+    args = parser.parse_args(argv)
+    seconds = 2.0 if args.quick else 5.0
+    count = 100_000 if args.quick else 1_000_000
+    started = time.monotonic()
+    report: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "load": "wrk" if subprocess.run(["which", "wrk"], capture_output=True).returncode == 0 else "python",
+    }
+    with EmbeddedServer(server_binary("path")) as server:
+        report["redis"] = server.version().split(" sha=")[0]
+        with uvicorn_server("bare", server.url) as bare, uvicorn_server("gated", server.url) as gated:
+            admitted = {"Cookie": cookie(gated, "/page", "bench-in", 1)}
+            waiting = {"Cookie": cookie(gated, "/wait", "bench-wait", 2)}
+            scenarios = {
+                "admitted": ("/page", admitted),
+                "polling": ("/_queuegate/status/bench-wait", waiting),
+                "joining": ("/join", {}),
+            }
+            for name, (path, headers) in scenarios.items():
+                report[name] = side_by_side(
+                    bare, gated, path, headers, args.rounds, seconds, args.connections
+                )
+                if not args.json:
+                    print(name, report[name], flush=True)
+            report["million"] = million(gated, server.url, count, seconds, args.connections)
+    report["seconds"] = round(time.monotonic() - started)
+    report["targets"] = [
+        {
+            "scenario": scenario,
+            "figure": figure,
+            "target": f"{op} {limit}",
+            "value": report[scenario][figure],
+            "met": report[scenario][figure] >= limit if op == ">=" else report[scenario][figure] <= limit,
+        }
+        for scenario, figure, op, limit in TARGETS
+    ]
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_table(report)
+    return 0
+
+
+def print_table(report: dict[str, Any]) -> None:
+    print(f"\nmachine: {report['machine']}; {report['redis']}; load from {report['load']}")
+    columns = ("bare req/s", "gated req/s", "ratio", "bare p99", "gated p99")
+    print(f"{'scenario':<10} " + " ".join(f"{c:>11}" for c in columns))
+    for name in ("admitted", "polling", "joining"):
+        r = report[name]
+        print(
+            f"{name:<10} {r['bare_rps']:>11} {r['gated_rps']:>11} {r['throughput_ratio']:>11} "
+            f"{r['bare_p99_ms']:>9}ms {r['gated_p99_ms']:>9}ms"
+        )
+    m = report["million"]
+    print(
+        f"\n{m['waiting']:,} waiting: status poll at the back p50 {m['poll_p50_ms']} ms, "
+        f"p99 {m['poll_p99_ms']} ms "
+        f"({m['poll_rps']} req/s); admitting {m['admission_step_visitors']} took {m['admission_step_ms']} ms "
+        f"inside Redis; {m['memory_bytes_per_waiting_visitor']} bytes of Redis memory per waiting visitor"
+    )
+    print("\ntargets:")
+    for t in report["targets"]:
+        mark = "met " if t["met"] else "MISSED"
+        print(f"  {mark} {t['scenario']} {t['figure']} = {t['value']} (target {t['target']})")
+    print(f"\n{report['seconds']} s in all")

@@ -1,0 +1,193 @@
+"""Automatic pipelining: every script call of a process on one connection.
+
+Under load most of the cost of a Redis call is on the client: packing, a
+write and a read per command, a pool to hand connections around, a timer per
+call. Here the commands that arrive while the previous batch is being written
+go out together in one write, one reader resolves the replies in order, and
+one timer enforces every caller's deadline.
+
+A caller that gives up (deadline, cancellation) only abandons its future: its
+reply is still read and dropped in turn, so no later caller can ever get an
+earlier caller's reply. A broken or silent connection fails every command in
+flight on it, and the next batch opens a new one.
+
+Connections, their timeouts and the reply parser are redis-py's
+(``redis.asyncio.Connection``); commands arrive already encoded (``pack``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
+
+__all__ = ["AutoPipeline", "encode", "pack"]
+
+
+def encode(value: str | bytes | int) -> bytes:
+    """One argument as a RESP bulk string."""
+    if isinstance(value, str):
+        value = value.encode()
+    elif isinstance(value, int):
+        value = b"%d" % value
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def pack(*args: str | bytes | int) -> bytes:
+    """A command as RESP: an array of bulk strings."""
+    return b"*%d\r\n" % len(args) + b"".join(encode(arg) for arg in args)
+
+
+class _Link:
+    """One connection and the futures of the commands in flight on it."""
+
+    def __init__(self, connection: AbstractConnection) -> None:
+        self.connection = connection
+        self.in_flight: deque[asyncio.Future[Any]] = deque()
+        self.reader: asyncio.Task[None] | None = None
+        self.broken = False
+        self.progress = 0.0  # loop time of the last reply, or of the first command in flight
+
+
+class AutoPipeline:
+    """Sends packed commands on one connection made by ``make_connection()``;
+    each call fails with ``TimeoutError`` if its reply is not there within
+    ``timeout`` seconds, and a connection that has commands in flight but
+    sends nothing for ``silence`` seconds is given up."""
+
+    def __init__(
+        self, make_connection: Callable[[], AbstractConnection], timeout: float, silence: float
+    ) -> None:
+        self._make_connection = make_connection
+        self._timeout = timeout
+        self._silence = silence
+        self._link: _Link | None = None
+        self._queued: list[tuple[bytes, asyncio.Future[Any]]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._closed = False
+        # Every call has the same timeout, so deadlines come in order: one
+        # timer, armed for the oldest, serves them all.
+        self._deadlines: deque[tuple[float, asyncio.Future[Any]]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._closing: asyncio.Future[None] | None = None
+
+    async def execute(self, command: bytes) -> Any:
+        """Send one packed command; return its reply (error replies raise)."""
+        if self._closed:
+            raise ConnectionError("the pipeline is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queued.append((command, future))
+        self._deadlines.append((loop.time() + self._timeout, future))
+        if self._timer is None:
+            self._timer = loop.call_at(self._deadlines[0][0], self._expire)
+        self._wake.set()
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_loop())
+        return await future
+
+    def _expire(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, future = self._deadlines.popleft()
+            if not future.done():
+                future.set_exception(TimeoutError(f"no reply from Redis within {self._timeout} s"))
+        # Reads wait without a timer of their own (one per reply costs more
+        # than the rest of the read); a silent connection is caught here.
+        link = self._link
+        if link is not None and link.in_flight and now - link.progress > self._silence:
+            self._break(link, TimeoutError(f"Redis sent nothing for {self._silence} s"))
+        if self._deadlines:
+            self._timer = loop.call_at(self._deadlines[0][0], self._expire)
+        elif link is not None and link.in_flight:
+            self._timer = loop.call_at(now + self._silence, self._expire)
+        else:
+            self._timer = None
+
+    async def _write_loop(self) -> None:
+        while not self._closed:
+            await self._wake.wait()
+            self._wake.clear()
+            batch = [(command, future) for command, future in self._queued if not future.done()]
+            self._queued = []
+            if not batch:
+                continue
+            futures = [future for _, future in batch]
+            link = self._link
+            try:
+                if link is None or link.broken:
+                    link = self._link = _Link(self._make_connection())
+                    await link.connection.connect()  # type: ignore[no-untyped-call]
+                if not link.in_flight:
+                    link.progress = asyncio.get_running_loop().time()
+                link.in_flight.extend(futures)
+                await link.connection.send_packed_command([c for c, _ in batch], check_health=False)
+            except (RedisError, OSError) as exc:
+                if link is not None:
+                    self._break(link, exc)
+                _fail(futures, exc)
+                continue
+            if link.reader is None or link.reader.done():
+                link.reader = asyncio.create_task(self._read_loop(link))
+
+    async def _read_loop(self, link: _Link) -> None:
+        while link.in_flight and not link.broken:
+            try:
+                reply: Any = await link.connection.read_response(timeout=math.inf)
+            except ResponseError as exc:
+                reply = exc
+            except (RedisError, OSError) as exc:
+                self._break(link, exc)
+                return
+            except asyncio.CancelledError:
+                return  # the link was given up while this read waited
+            link.progress = asyncio.get_running_loop().time()
+            future = link.in_flight.popleft()
+            if future.done():
+                continue  # its caller gave up; the reply is dropped, in order
+            if isinstance(reply, ResponseError):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+    def _break(self, link: _Link, exc: BaseException) -> None:
+        """The link is broken or silent: its commands in flight fail, and the
+        next batch opens a new connection."""
+        link.broken = True
+        if self._link is link:
+            self._link = None
+        _fail(list(link.in_flight), exc)
+        link.in_flight.clear()
+        if link.reader is not None and link.reader is not asyncio.current_task():
+            link.reader.cancel()
+        self._closing = asyncio.ensure_future(link.connection.disconnect(nowait=True))
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._writer is not None:
+            self._writer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        closed = ConnectionError("the pipeline is closed")
+        _fail([future for _, future in self._queued], closed)
+        self._queued = []
+        if self._link is not None:
+            link = self._link
+            self._break(link, closed)
+            if link.reader is not None:
+                link.reader.cancel()
+            await link.connection.disconnect(nowait=True)
+
+
+def _fail(futures: list[asyncio.Future[Any]], exc: BaseException) -> None:
+    error = exc if isinstance(exc, RedisError) else ConnectionError(str(exc))
+    for future in futures:
+        if not future.done():
+            future.set_exception(error)
