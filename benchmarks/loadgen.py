@@ -30,12 +30,14 @@ def run_load(port: int, path: str, seconds: float, connections: int, headers: di
     return asyncio.run(_python(port, path, seconds, connections, headers))
 
 
-_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 
 
 def _ms(text: str) -> float:
-    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-    return float(number) * _UNITS[unit]
+    found = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
+    if found is None:
+        raise ValueError(f"cannot read wrk's latency {text!r}")
+    return float(found[1]) * _UNITS[found[2]]
 
 
 def _wrk(port: int, path: str, seconds: float, connections: int, headers: dict[str, str]) -> Result:
@@ -45,9 +47,12 @@ def _wrk(port: int, path: str, seconds: float, connections: int, headers: dict[s
     out = subprocess.run(
         [*command, f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, timeout=seconds + 30
     ).stdout
+    if "Requests/sec" not in out:
+        raise RuntimeError(f"wrk failed: {out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
-    p50 = _ms(re.search(r"50%\s+(\S+)", out)[1])  # type: ignore[index]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out)[1])  # type: ignore[index]
+    # The percentiles' own lines (the stats above also end in "...99.50%").
+    p50 = _ms(re.search(r"(?m)^\s+50%\s+(\S+)", out)[1])  # type: ignore[index]
+    p99 = _ms(re.search(r"(?m)^\s+99%\s+(\S+)", out)[1])  # type: ignore[index]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     failed = sum(int(n) for n in socket_errors.groups()) if socket_errors else 0

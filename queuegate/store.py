@@ -65,6 +65,16 @@ class Outcome:
     seed_sha256: str = ""
 
 
+# Each operation is one script: the clock, the shared rules, its own part.
+SCRIPTS = {
+    "enter": ("clock", "inside", "advance", "enter"),
+    "remove": ("clock", "advance", "remove"),
+    "stats": ("clock", "advance", "stats"),
+    "configure": ("clock", "advance", "configure"),
+    "drain": ("clock", "advance", "drain"),
+}
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -124,10 +134,8 @@ class Store:
         self.client = client
         self.prefix = prefix
         self.timeout = timeout
-        advance = _load("advance.lua")
         self._scripts = {
-            name: advance + "\n" + _load(f"{name}.lua")
-            for name in ("enter", "remove", "stats", "configure", "drain")
+            name: "\n".join(_load(f"{part}.lua") for part in parts) for name, parts in SCRIPTS.items()
         }
         self._shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
         self._seeded: set[str] = set()

@@ -1,7 +1,7 @@
--- advance: the prelude of every queuegate script. store.py puts this text in
--- front of each operation's own script, so the rules of the line live here once
--- and every call brings the room up to date before it answers. There is no
--- scheduler: whoever asks next moves the line.
+-- advance: the prelude of every queuegate script. store.py puts this text
+-- (after clock.lua) in front of each operation's own script, so the rules of
+-- the line live here once and every call brings the room up to date before it
+-- answers. There is no scheduler: whoever asks next moves the line.
 --
 -- KEYS (one room; all share the {room} hash tag so one call is one cluster slot)
 --   KEYS[1] seq      string  arrival counter (INCR): strict FIFO, no time ties
@@ -11,7 +11,7 @@
 --   KEYS[5] state    hash    settings, bucket, counters, fairness seed
 --
 -- ARGV
---   ARGV[1] now in ms, or "" to use Redis TIME (tests pass explicit times)
+--   ARGV[1] now in ms, or "" to use Redis TIME (read by clock.lua)
 --   ARGV[2] the room's defaults from code, comma-separated in this order:
 --           rate, per (ms), capacity, session (ms), sliding (0/1),
 --           abandon (ms), max_step, status, method, opens_at (ms, 0 = none).
@@ -37,14 +37,6 @@ local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
 local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
   'max_step', 'status', 'method', 'opens_at'}
-
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS))
 
@@ -176,8 +168,8 @@ end
 
 -- Bring the room up to date: adopt a seed, roll the rate windows, expire
 -- sessions, refill the bucket, shuffle a pre-queue at its opening, and move
--- the line. Every script calls it first (enter skips it for a visitor who is
--- simply inside: that answer does not depend on the rest of the room).
+-- the line. Every script calls it first (enter does not need it for a
+-- visitor who is simply inside: see inside.lua).
 local function advance()
   local state = redis.call('HMGET', KEYS[5], 'tokens', 'refill_at', 'win_start', 'win_count',
     'win_prev', 'end_count', 'end_prev', 'seed', 'draws', 'shuffled')

@@ -27,19 +27,6 @@ local function holds_place(visitor)
   return redis.call('ZSCORE', KEYS[4], visitor) or redis.call('ZSCORE', KEYS[2], visitor)
 end
 
--- Inside with an unexpired session: the answer does not depend on the rest
--- of the room, so the line is left for the next caller who needs it moved.
-if not user_key and status ~= 'passthrough' then
-  local expiry = tonumber(redis.call('ZSCORE', KEYS[4], id))
-  if expiry ~= nil and expiry > now then
-    if sliding then
-      expiry = now + session
-      redis.call('ZADD', KEYS[4], expiry, id)
-    end
-    return {'active', now, id, expiry, 0}
-  end
-end
-
 advance()
 
 if user_key then
