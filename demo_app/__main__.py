@@ -1,13 +1,15 @@
 """Run the demo shop: ``python -m demo_app [--host 127.0.0.1] [--port 8000]``.
 
 Uses ``QUEUEGATE_REDIS_URL`` when set, else starts a private embedded server
-that stops with the demo.
+that stops with the demo. Prints the shop's URL, the back office's URL with
+its token, and which Redis it uses.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 
 import uvicorn
@@ -19,9 +21,16 @@ from .shop import PER, RATE, create_app
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m demo_app", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m demo_app", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--rate", type=int, default=RATE, help=f"checkout admissions per interval ({RATE})")
+    parser.add_argument("--per", type=float, default=PER, help=f"the interval, seconds ({PER:g})")
+    parser.add_argument(
+        "--admin-token",
+        default=os.environ.get("QUEUEGATE_DEMO_ADMIN_TOKEN"),
+        help="the back office's token (default: $QUEUEGATE_DEMO_ADMIN_TOKEN, else a random one)",
+    )
     args = parser.parse_args(argv)
 
     url = os.environ.get("QUEUEGATE_REDIS_URL")
@@ -36,13 +45,17 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         url = server.url
         where = f"embedded {server.version().split(' sha=')[0]} on {url} (stops with the demo)"
+    token = args.admin_token or secrets.token_urlsafe(16)
+    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    base = f"http://{shown}:{args.port}"
     try:
-        shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-        print(f"queuegate demo shop:  http://{shown}:{args.port}/", flush=True)
-        print(f"gated checkout:       http://{shown}:{args.port}/checkout  ({RATE} per {PER:g} s)")
+        print(f"queuegate demo shop:  {base}/", flush=True)
+        print(f"gated checkout:       {base}/checkout  ({args.rate} per {args.per:g} s)", flush=True)
         print(f"line kept in:         {where}", flush=True)
+        print(f"back office:          {base}/admin?token={token}", flush=True)
         print("Open the checkout in a few browser windows to see the line. Ctrl-C stops.", flush=True)
-        uvicorn.run(create_app(url), host=args.host, port=args.port, log_level="warning")
+        app = create_app(url, rate=args.rate, per=args.per, admin_token=token, base_url=base)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:
         if server is not None:
             server.close()

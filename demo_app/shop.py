@@ -1,23 +1,35 @@
-"""The demo shop: a landing page, a gated checkout and a limited stock in Redis."""
+"""The demo shop: a flash sale whose checkout and ticket sales sit behind rooms.
+
+- ``/``: the landing page with a countdown and the product (not gated);
+- ``/checkout``: gated by a rate room; buying takes one item from a limited
+  stock kept in Redis and releases the visitor's slot;
+- ``/tickets``: events, each with its own line (a template room);
+- ``/admin``: the back office (see admin.py).
+"""
 
 from __future__ import annotations
 
 import html
 import secrets
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import redis.asyncio as aioredis
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
-from queuegate import QueueGate, Room, admission
+from queuegate import QueueGate, Room, Store, admission
+
+from .admin import BackOffice
 
 STOCK = 100
 RATE, PER = 2, 10.0
+EVENTS = {"jazz-night": "Jazz night", "rock-arena": "Rock in the arena", "opera-gala": "Opera gala"}
+SALE_MINUTES = 15
 
 # DECR is atomic: two checkouts can never both take the last item.
 TAKE_ONE = """
@@ -31,21 +43,24 @@ STYLE = """
 body { margin: 0; font: 16px/1.5 system-ui, sans-serif; background: Canvas; color: CanvasText; }
 main { max-width: 34rem; margin: 3rem auto; padding: 0 1rem; }
 .card { border: 1px solid color-mix(in srgb, CanvasText 15%, transparent); border-radius: 1rem;
-  padding: 1.5rem; }
+  padding: 1.5rem; margin-bottom: 1rem; }
 .price { font-size: 1.6rem; font-weight: 700; }
 .muted { color: #667085; }
+.countdown { font-size: 2rem; font-weight: 700; font-variant-numeric: tabular-nums; }
 a.button, button { display: inline-block; font: inherit; font-weight: 600; padding: .7rem 1.2rem;
   border-radius: .6rem; border: 0; background: var(--accent); color: white; text-decoration: none;
   cursor: pointer; }
+nav a { margin-right: 1rem; }
 """
 
 
-def page(title: str, body: str) -> HTMLResponse:
+def page(title: str, body: str, script: str = "") -> HTMLResponse:
     return HTMLResponse(
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
-        f"<body><main>{body}</main></body></html>"
+        f"<body><main><nav><a href='/'>Shop</a><a href='/tickets'>Tickets</a></nav>{body}</main>"
+        f"{script}</body></html>"
     )
 
 
@@ -56,24 +71,39 @@ def create_app(
     stock: int = STOCK,
     rate: int = RATE,
     per: float = PER,
-) -> Starlette:
+    admin_token: str | None = None,
+    base_url: str | None = None,
+) -> ASGIApp:
+    """The shop, gated. ``base_url`` (where it is served) lets the back office
+    send virtual visitors to it."""
     db = aioredis.Redis.from_url(redis_url)
     take_one = db.register_script(TAKE_ONE)
     stock_key = "demo:stock"
+    sale_ends = time.time() + SALE_MINUTES * 60
 
     async def stock_left() -> int:
         value = await db.get(stock_key)
         return int(value) if value is not None else stock
 
+    async def restock() -> None:
+        await db.set(stock_key, stock)
+
     async def home(request: Request) -> Response:
         left = await stock_left()
+        ends_in = max(0, int(sale_ends - time.time()))
         return page(
             "Flash sale",
-            f"<h1>Flash sale</h1><div class='card'><h2>Limited sneakers</h2>"
-            f"<p class='price'>€49</p><p class='muted'>{left} of {stock} left. "
+            f"<h1>Flash sale</h1><div class='card'><p class='muted'>The sale ends in</p>"
+            f"<p class='countdown' id='countdown' data-left='{ends_in}'>"
+            f"{ends_in // 60}:{ends_in % 60:02d}</p>"
+            f"<h2>Limited sneakers</h2><p class='price'>€49</p><p class='muted'>{left} of {stock} left. "
             f"The checkout lets {rate} people in every {per:g} seconds; "
             "everyone else waits in a fair line.</p>"
-            f"<a class='button' href='/checkout'>Buy now</a></div>",
+            "<a class='button' href='/checkout'>Buy now</a></div>",
+            "<script>(function(){var e=document.getElementById('countdown'),t=Date.now()+"
+            "1000*Number(e.getAttribute('data-left'));setInterval(function(){var s=Math.max(0,"
+            "Math.round((t-Date.now())/1000));e.textContent=Math.floor(s/60)+':'+String(s%60)"
+            ".padStart(2,'0');},1000);})();</script>",
         )
 
     async def checkout(request: Request) -> Response:
@@ -99,32 +129,59 @@ def create_app(
             "<a class='button' href='/'>Back to the shop</a></div>",
         )
 
-    async def reset(request: Request) -> Response:
-        await db.set(stock_key, stock)
-        return RedirectResponse("/", status_code=303)
+    async def tickets(request: Request) -> Response:
+        items = "".join(
+            f"<div class='card'><h2>{html.escape(title)}</h2><p class='muted'>Its own line: 3 buyers at a "
+            f"time.</p><a class='button' href='/tickets/{slug}/buy'>Get tickets</a></div>"
+            for slug, title in EVENTS.items()
+        )
+        return page("Tickets", f"<h1>Tickets</h1>{items}")
+
+    async def ticket(request: Request) -> Response:
+        slug = request.path_params["event"]
+        title = EVENTS.get(slug)
+        if title is None:
+            return page("No such event", "<h1>No such event</h1>")
+        if request.method == "POST":
+            ticket = admission(request)
+            if ticket is not None:
+                await ticket.release()
+            return page("Booked", f"<h1>Booked</h1><p>Enjoy {html.escape(title)}!</p>")
+        return page(
+            title,
+            f"<h1>{html.escape(title)}</h1><div class='card'><p>It is your turn: choose your seats.</p>"
+            "<form method='post'><button type='submit'>Book</button></form></div>",
+        )
+
+    store = Store(db)
+    office = BackOffice(store, admin_token or secrets.token_urlsafe(16), base_url, stock_left, restock, stock)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await db.set(stock_key, stock, nx=True)
         yield
-        await db.aclose()
+        await office.aclose()
+        await store.aclose()
 
-    room = Room("checkout", title="Limited sneakers checkout", paths=["/checkout*"], rate=rate, per=per)
-    return Starlette(
+    shop = Starlette(
         routes=[
             Route("/", home),
             Route("/checkout", checkout),
             Route("/checkout/buy", buy, methods=["POST"]),
-            Route("/reset", reset, methods=["POST"]),
-        ],
-        middleware=[
-            Middleware(
-                QueueGate,
-                rooms=[room],
-                secret_key=secret_key or secrets.token_urlsafe(32),
-                redis=redis_url,
-                cookie_secure=False,  # the demo serves plain http on localhost
-            )
+            Route("/tickets", tickets),
+            Route("/tickets/{event}/buy", ticket, methods=["GET", "POST"]),
+            *office.routes(),
         ],
         lifespan=lifespan,
+    )
+    rooms = [
+        Room("checkout", title="Limited sneakers checkout", paths=["/checkout*"], rate=rate, per=per),
+        Room("ticket-{event}", title="Tickets", paths=["/tickets/{event}/buy"], capacity=3, session=120),
+    ]
+    return QueueGate(
+        shop,
+        rooms=rooms,
+        secret_key=secret_key or secrets.token_urlsafe(32),
+        redis=redis_url,
+        cookie_secure=False,  # the demo serves plain http on localhost
     )

@@ -1,4 +1,4 @@
-"""The operator's console: ``queuegate list|show|set|release|remove|drain|seed``.
+"""The operator's console: ``queuegate list|show|set|release|remove|drain|seed|simulate``.
 
 It talks to the same Redis as the app (``--redis`` or ``QUEUEGATE_REDIS_URL``)
 and goes through the same scripts, so a change applies in every app process at
@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .settings import ROOM_SETTINGS, ConfigError
+from .simulate import Progress, simulate
 from .store import Store, StoreError, UnknownRoom, connect, redacted
 
 __all__ = ["main"]
@@ -76,6 +77,16 @@ def _parser() -> argparse.ArgumentParser:
     seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the event")
     seed.add_argument("room")
     seed.add_argument("--json", action="store_true")
+
+    sim = commands.add_parser("simulate", help="virtual visitors against a gated URL (a load test)")
+    sim.add_argument("--url", required=True, help="a gated page, e.g. http://127.0.0.1:8000/checkout")
+    sim.add_argument("--visitors", type=int, default=100)
+    sim.add_argument("--concurrency", type=int, default=50, help="most visitors at once")
+    sim.add_argument("--give-up", type=float, default=0.2, help="share of visitors who leave early")
+    sim.add_argument("--patience", type=float, nargs=2, default=(5.0, 60.0), metavar=("MIN", "MAX"))
+    sim.add_argument("--max-seconds", type=float, default=600.0, help="stop the run after this long")
+    sim.add_argument("--seed", type=int, help="for a repeatable run")
+    sim.add_argument("--json", action="store_true", help="the summary as JSON, no progress bar")
     return parser
 
 
@@ -171,8 +182,53 @@ async def _run(args: argparse.Namespace, url: str) -> str:
         await store.aclose()
 
 
+def _progress_bar(progress: Progress) -> None:
+    width = 30
+    filled = int(width * progress.done / max(1, progress.visitors))
+    print(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {progress.done}/{progress.visitors}  "
+        f"admitted {progress.admitted}  waiting {progress.waiting}  gave up {progress.gave_up}  "
+        f"errors {progress.errors}",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    if not args.url.startswith(("http://", "https://")):
+        raise CommandError("simulate: --url must be an http:// or https:// URL", 2)
+    if args.visitors < 1 or args.concurrency < 1 or not 0 <= args.give_up <= 1:
+        raise CommandError("simulate: --visitors and --concurrency >= 1, --give-up between 0 and 1", 2)
+    progress = asyncio.run(
+        simulate(
+            args.url,
+            args.visitors,
+            args.concurrency,
+            give_up=args.give_up,
+            patience=tuple(args.patience),
+            max_seconds=args.max_seconds,
+            seed=args.seed,
+            on_progress=None if args.json else _progress_bar,
+        )
+    )
+    summary = progress.summary()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(file=sys.stderr)
+        print("  ".join(f"{key}={value}" for key, value in summary.items() if value is not None))
+    return 0 if progress.errors == 0 else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "simulate":
+        try:
+            return _simulate(args)
+        except CommandError as exc:
+            print(f"queuegate: {exc}", file=sys.stderr)
+            return exc.status
     url = args.redis or os.environ.get("QUEUEGATE_REDIS_URL")
     try:
         if not url:

@@ -163,6 +163,7 @@ class Pages:
                 "line": outcome.line,
                 "eta_seconds": None if outcome.eta_ms < 0 else math.ceil(outcome.eta_ms / 1000),
                 "poll_after_seconds": poll,
+                "status_url": status_url,
                 **facts,
             }
             return self._json(status, headers, payload)
@@ -197,6 +198,7 @@ class Pages:
                 "line": outcome.line,
                 "seed_sha256": outcome.seed_sha256,
                 "poll_after_seconds": poll,
+                "status_url": status_url,
             }
             return self._json(status, headers, payload)
         seconds = math.ceil(opens_in / 1000)

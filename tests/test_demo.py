@@ -58,7 +58,7 @@ def test_python_m_demo_app_serves_the_gate_and_stops_on_ctrl_c() -> None:
     )
     try:
         assert process.stdout is not None
-        banner = [process.stdout.readline() for _ in range(3)]
+        banner = [process.stdout.readline() for _ in range(4)]
         assert f"http://127.0.0.1:{port}/" in banner[0]
         assert "embedded" in banner[2]
         server_port = int(banner[2].split("redis://127.0.0.1:")[1].split("/")[0])

@@ -1,0 +1,146 @@
+"""Virtual visitors: they join a gated page and poll the way browsers do.
+
+Each one has its own cookies, asks for the page (as JSON), waits the
+``poll_after_seconds`` the gate tells it between polls of the status
+endpoint, and asks for the page again when its turn comes, just as the
+waiting page does. Some give up after a random patience and stop polling.
+For demos (competing with a real person in another tab) and load tests:
+
+    queuegate simulate --url http://127.0.0.1:8000/checkout --visitors 500 --concurrency 100
+
+Bounded: a run never has more than ``concurrency`` visitors at once and stops
+after ``max_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin
+
+import httpx
+
+__all__ = ["Progress", "simulate"]
+
+
+@dataclass
+class Progress:
+    """Counts of a run so far; ``waits`` are seconds from arrival to admission."""
+
+    visitors: int
+    started: int = 0
+    waiting: int = 0
+    admitted: int = 0
+    gave_up: int = 0
+    errors: int = 0
+    waits: list[float] = field(default_factory=list)
+    last_error: str = ""
+
+    @property
+    def done(self) -> int:
+        return self.admitted + self.gave_up + self.errors
+
+    def summary(self) -> dict[str, Any]:
+        waits = sorted(self.waits)
+
+        def pct(p: float) -> float | None:
+            return round(waits[min(len(waits) - 1, int(p * len(waits)))], 2) if waits else None
+
+        return {
+            "visitors": self.visitors,
+            "admitted": self.admitted,
+            "gave_up": self.gave_up,
+            "errors": self.errors,
+            "wait_p50_s": pct(0.5),
+            "wait_p90_s": pct(0.9),
+            "wait_p99_s": pct(0.99),
+            "wait_mean_s": round(statistics.mean(waits), 2) if waits else None,
+            "last_error": self.last_error or None,
+        }
+
+
+async def simulate(
+    url: str,
+    visitors: int,
+    concurrency: int = 50,
+    *,
+    give_up: float = 0.2,
+    patience: tuple[float, float] = (5.0, 60.0),
+    max_seconds: float = 600.0,
+    seed: int | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    progress: Progress | None = None,
+) -> Progress:
+    """Run ``visitors`` virtual visitors against ``url``; a share ``give_up``
+    of them leaves after a patience drawn from ``patience`` (seconds). Pass
+    ``progress`` to watch the counts from elsewhere while it runs."""
+    rng = random.Random(seed)
+    progress = progress or Progress(visitors)
+    slots = asyncio.Semaphore(concurrency)
+    deadline = time.monotonic() + max_seconds
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=10.0) as transport_owner:
+
+        async def one() -> None:
+            leaves = rng.uniform(*patience) if rng.random() < give_up else None
+            async with slots:
+                progress.started += 1
+                try:
+                    await _visit(transport_owner, url, leaves, deadline, progress)
+                except (httpx.HTTPError, ValueError, KeyError) as exc:
+                    progress.errors += 1
+                    progress.last_error = f"{type(exc).__name__}: {exc}"
+                if on_progress is not None:
+                    on_progress(progress)
+
+        await asyncio.gather(*(one() for _ in range(visitors)))
+    return progress
+
+
+async def _visit(
+    shared: httpx.AsyncClient, url: str, leaves: float | None, deadline: float, progress: Progress
+) -> None:
+    arrived = time.monotonic()
+    jar = httpx.Cookies()  # each visitor is its own browser
+    headers = {"accept": "application/json"}
+    response = await shared.get(url, headers=headers, cookies=jar)
+    jar.update(response.cookies)
+    if response.status_code < 300:
+        progress.admitted += 1
+        progress.waits.append(0.0)
+        return
+    data = response.json()
+    if data.get("state") not in ("waiting", "prequeue"):
+        raise ValueError(f"unexpected answer {response.status_code}: {data.get('state')}")
+    status_url = urljoin(url, data["status_url"])
+    progress.waiting += 1
+    try:
+        while True:
+            pause = float(data.get("poll_after_seconds", 5))
+            now = time.monotonic()
+            if leaves is not None and now + pause - arrived >= leaves:
+                await asyncio.sleep(max(0.0, arrived + leaves - now))
+                progress.gave_up += 1
+                return
+            if now + pause > deadline:
+                progress.gave_up += 1
+                return
+            await asyncio.sleep(pause)
+            poll = await shared.get(status_url, headers=headers, cookies=jar)
+            data = poll.json()
+            if data["state"] in ("active", "pass"):
+                page = await shared.get(url, headers=headers, cookies=jar)
+                if page.status_code >= 300:
+                    raise ValueError(f"admitted, then {page.status_code} for the page")
+                progress.admitted += 1
+                progress.waits.append(time.monotonic() - arrived)
+                return
+            if data["state"] not in ("waiting", "prequeue"):
+                raise ValueError(f"unexpected state {data['state']!r} while waiting")
+    finally:
+        progress.waiting -= 1

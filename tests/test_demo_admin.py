@@ -1,0 +1,82 @@
+"""The demo's back office, in process, and the simulator against a served demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from demo_app import create_app
+from queuegate.embedded import free_port
+
+from .conftest import client_for, running
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "admin-token-for-tests"
+
+
+async def test_back_office_needs_its_token_and_changes_rooms(redis_url: str) -> None:
+    app = create_app(redis_url, admin_token=TOKEN)
+    async with running(app), client_for(app) as visitor, client_for(app) as admin:
+        await visitor.get("/checkout")
+        assert (await admin.get("/admin")).status_code == 401
+        assert (await admin.get("/admin/api/stats")).status_code == 401
+        assert (await admin.get("/admin?token=wrong")).status_code == 401
+        login = await admin.get(f"/admin?token={TOKEN}", follow_redirects=True)
+        assert login.status_code == 200  # redirected to the page, with the cookie set
+        assert "queuegate back office" in login.text
+        stats = (await admin.get("/admin/api/stats")).json()
+        (room,) = stats["rooms"]
+        assert (room["room"], room["active"], room["rate"]) == ("checkout", 1, 2)
+        changed = await admin.post("/admin/api/rooms/checkout", json={"rate": 7, "status": "paused"})
+        assert (changed.json()["rate"], changed.json()["status"]) == (7, "paused")
+        bad = await admin.post("/admin/api/rooms/checkout", json={"rate": -1})
+        assert bad.status_code == 400
+        assert "rate must be" in bad.json()["error"]
+        unknown = await admin.post("/admin/api/rooms/nope", json={"rate": 1})
+        assert unknown.status_code == 404
+        assert "no room named 'nope'" in unknown.json()["error"]
+        # Virtual visitors need the shop served: refused clearly in process.
+        assert (await admin.post("/admin/api/simulate", json={"visitors": 5})).status_code == 409
+
+
+def test_queuegate_simulate_against_the_served_demo(redis_url: str) -> None:
+    port = free_port()
+    env = {**os.environ, "QUEUEGATE_REDIS_URL": redis_url}
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "demo_app", "--port", str(port), "--rate", "5", "--per", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/")
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        result = subprocess.run(
+            [sys.executable, "-m", "queuegate", "simulate", "--url", f"http://127.0.0.1:{port}/checkout",
+             "--visitors", "30", "--concurrency", "30", "--give-up", "0.2", "--patience", "0.5", "2",
+             "--seed", "3", "--json", "--max-seconds", "60"],
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        summary = json.loads(result.stdout)
+        assert summary["errors"] == 0
+        assert summary["admitted"] + summary["gave_up"] == 30
+        assert summary["admitted"] >= 5
+        assert summary["gave_up"] >= 1
+        assert summary["wait_p90_s"] >= summary["wait_p50_s"] >= 0
+    finally:
+        demo.send_signal(signal.SIGINT)
+        demo.wait(10)
