@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
     args = parser.parse_args(argv)
-    seconds = 2.0 if args.quick else 5.0
+    seconds = 2.0 if args.quick else 4.0
     count = 100_000 if args.quick else 1_000_000
     started = time.monotonic()
     report: dict[str, Any] = {
