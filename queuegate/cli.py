@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     change.add_argument("--method", help="fifo or random")
     change.add_argument("--opens-at", dest="opens_at", help="scheduled opening, ISO 8601 with a zone")
     change.add_argument(
+        "--client-limit", type=int, dest="client_limit", help="new places per client a minute"
+    )
+    change.add_argument(
         "--reset", action="append", default=[], metavar="SETTING", help="back to the default from code"
     )
 

@@ -12,6 +12,7 @@ import hmac
 import inspect
 import ipaddress
 import logging
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -132,6 +133,7 @@ class QueueGate:
         bypass_paths: Sequence[str] | None = None,
         bypass_secret: str | None = None,
         bypass_networks: Sequence[str] | None = None,
+        trusted_proxies: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.app = app
@@ -150,6 +152,7 @@ class QueueGate:
             bypass_paths=bypass_paths,
             bypass_secret=bypass_secret,
             bypass_networks=bypass_networks,
+            trusted_proxies=trusted_proxies,
         )
         if not settings.rooms:
             raise ConfigError("rooms: no room configured; pass rooms=[Room(...)] or set QUEUEGATE_ROOMS")
@@ -176,6 +179,7 @@ class QueueGate:
         self._bypass_secret = None if settings.bypass_secret is None else settings.bypass_secret.encode()
         self._bypass_networks = [ipaddress.ip_network(n, strict=False) for n in settings.bypass_networks]
         self._no_bypass = not (self._bypass_paths or self._bypass_secret or self._bypass_networks)
+        self._trusted = [ipaddress.ip_network(n, strict=False) for n in settings.trusted_proxies]
         secure = "; Secure" if settings.cookie_secure else ""
         self._cookie_flags = f"; Path=/; Max-Age={settings.cookie_max_age}; HttpOnly; SameSite=Lax{secure}"
         self._cookie_clear = f"=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
@@ -275,11 +279,43 @@ class QueueGate:
             return _Visitor(None, user_hash, refused=True)
         return _Visitor(visitor, user_hash, unbound=bound is None and user_hash is not None)
 
-    async def _enter(self, room: Room, visitor: str, join: bool, user_hash: str | None) -> Outcome | None:
+    def client_address(self, scope: Scope) -> str:
+        """Who is asking, for the per-client limit on new places: the peer's
+        address, or, when the peer is a trusted proxy, the last address in
+        X-Forwarded-For that is not one. An IPv6 client counts as its /64
+        (one household's or phone's whole range)."""
+        peer = (scope.get("client") or ("", 0))[0]
+        chain = [peer]
+        if self._trusted:
+            for name, value in scope["headers"]:
+                if name == b"x-forwarded-for":
+                    chain = [*value.decode("latin-1").split(","), peer]
+        address = None
+        for hop in reversed(chain):
+            try:
+                address = ipaddress.ip_address(hop.strip())
+            except ValueError:
+                break
+            if not any(address in network for network in self._trusted):
+                break
+        if address is None:
+            return "unknown"
+        if address.version == 6:
+            return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address) + "/64"
+        return str(address)
+
+    async def _enter(
+        self, room: Room, visitor: str, join: bool, user_hash: str | None, scope: Scope
+    ) -> Outcome | None:
         """One script call within the timeout; ``None`` when the store failed."""
         try:
             return await self.store.enter(
-                room, visitor, join=join, user_hash=user_hash, user_ttl=self.settings.cookie_max_age
+                room,
+                visitor,
+                join=join,
+                user_hash=user_hash,
+                user_ttl=self.settings.cookie_max_age,
+                client=self.client_address(scope) if join and room.client_limit else "",
             )
         except StoreError as exc:
             self.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
@@ -326,7 +362,7 @@ class QueueGate:
             await self._refuse(room, as_json, send)
             return
         asked = who.visitor or new_visitor_id()
-        outcome = await self._enter(room, asked, True, who.user_hash)
+        outcome = await self._enter(room, asked, True, who.user_hash, scope)
         if outcome is None:
             if room.fail == "open":
                 await self.app(scope, receive, send)
@@ -342,6 +378,10 @@ class QueueGate:
             await self.app(scope, receive, self._with_headers(send, cookie))
         elif outcome.state in ("waiting", "prequeue"):
             await _send_page(self._line_page(room, outcome, as_json), send, cookie)
+        elif outcome.state == "limited":
+            retry = max(1, math.ceil(outcome.eta_ms / 1000))
+            page = self.pages.message("limited", room.name, status=429, as_json=as_json, retry_after=retry)
+            await _send_page(page, send)
         else:
             page = self.pages.message(
                 "closed", room.name, status=self.settings.waiting_status, as_json=as_json, retry_after=60
@@ -382,10 +422,12 @@ class QueueGate:
         elif who.visitor is None:
             await _send_page(self.pages.state(name, "none"), send)
         else:
-            await self._status(room, who.visitor, who.user_hash, send)
+            await self._status(room, who.visitor, who.user_hash, scope, send)
 
-    async def _status(self, room: Room, visitor: str, user_hash: str | None, send: Send) -> None:
-        outcome = await self._enter(room, visitor, False, user_hash)
+    async def _status(
+        self, room: Room, visitor: str, user_hash: str | None, scope: Scope, send: Send
+    ) -> None:
+        outcome = await self._enter(room, visitor, False, user_hash, scope)
         if outcome is None:
             page = self._unavailable(room, as_json=True)
         elif outcome.state in ("waiting", "prequeue"):

@@ -40,6 +40,11 @@ MESSAGES = {
         "Your place has been given up. Coming back puts you at the end of the line.",
     ),
     "not_found": ("Not found", "There is no such waiting room."),
+    "limited": (
+        "Too many new places from your network",
+        "So many places in this line were just taken from your network that we cannot give another "
+        "one right now. Please try again in a minute.",
+    ),
     "refused": (
         "This place belongs to someone else",
         "This place in line was taken by another account. Sign in with the account that joined, "

@@ -56,7 +56,7 @@ def check_room_setting(name: str, value: Any) -> str:
     changes made while the room runs. Durations are seconds in Python and
     whole milliseconds in Redis.
     """
-    if name in ("rate", "capacity"):
+    if name in ("rate", "capacity", "client_limit"):
         return str(_whole(name, value))
     if name == "max_step":
         return str(_whole(name, value, 1))
@@ -110,6 +110,7 @@ ROOM_SETTINGS = (
     "status",
     "method",
     "opens_at",
+    "client_limit",
 )
 
 
@@ -125,6 +126,10 @@ class Room:
     ``fail`` says what happens when Redis cannot answer in time: ``closed``
     answers 503, ``open`` lets the request through. ``title`` is the name shown
     to visitors on the waiting page (default: ``name``).
+
+    ``client_limit`` is the most new places one client address may take in
+    the room per minute (the excess gets 429), so one client cannot fill the
+    line; 0 turns it off.
 
     ``method="random"`` admits by lottery among those waiting instead of by
     arrival. With ``opens_at`` (a time), visitors who come before it wait in a
@@ -153,6 +158,7 @@ class Room:
     status: str = "open"
     method: str = "fifo"
     opens_at: datetime | float | str | None = None
+    client_limit: int = 300
     defaults: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -252,6 +258,7 @@ class Settings:
     bypass_paths: tuple[str, ...] = ()
     bypass_secret: str | None = None
     bypass_networks: tuple[str, ...] = ()
+    trusted_proxies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.secret_keys:
@@ -283,13 +290,14 @@ class Settings:
                 raise ConfigError(f"bypass_paths: each pattern must start with '/', got {pattern!r}")
         if self.bypass_secret is not None and len(self.bypass_secret) < MIN_SECRET_LENGTH:
             raise ConfigError(f"bypass_secret must be at least {MIN_SECRET_LENGTH} characters")
-        for network in self.bypass_networks:
-            try:
-                ipaddress.ip_network(network, strict=False)
-            except (TypeError, ValueError):
-                raise ConfigError(
-                    f"bypass_networks: {network!r} is not a network like 10.0.0.0/8 or ::1"
-                ) from None
+        for name in ("bypass_networks", "trusted_proxies"):
+            for network in getattr(self, name):
+                try:
+                    ipaddress.ip_network(network, strict=False)
+                except (TypeError, ValueError):
+                    raise ConfigError(
+                        f"{name}: {network!r} is not a network like 10.0.0.0/8 or ::1"
+                    ) from None
 
     @classmethod
     def load(
@@ -324,6 +332,7 @@ class Settings:
             "bypass_paths": ("QUEUEGATE_BYPASS_PATHS", _env_list),
             "bypass_secret": ("QUEUEGATE_BYPASS_SECRET", str),
             "bypass_networks": ("QUEUEGATE_BYPASS_NETWORKS", _env_list),
+            "trusted_proxies": ("QUEUEGATE_TRUSTED_PROXIES", _env_list),
         }
         unknown = sorted(set(options) - set(casts))
         if unknown:
@@ -332,7 +341,7 @@ class Settings:
         for name, (variable, cast) in casts.items():
             if options.get(name) is not None:
                 value = options[name]
-                if name in ("bypass_paths", "bypass_networks"):
+                if name in ("bypass_paths", "bypass_networks", "trusted_proxies"):
                     if isinstance(value, str):
                         raise ConfigError(f"{name} must be a list, got the string {value!r}")
                     value = tuple(value)

@@ -28,7 +28,7 @@ from .settings import ConfigError, Room, check_room_setting
 
 __all__ = ["Outcome", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
 
-State = Literal["active", "waiting", "prequeue", "closed", "pass", "none"]
+State = Literal["active", "waiting", "prequeue", "closed", "pass", "none", "limited"]
 RoomRef = Room | str  # a Room from code, or a room's name (its defaults are read from Redis)
 
 
@@ -48,7 +48,9 @@ class Outcome:
     ``visitor`` is the id answered for: another one than asked when an
     identified user already holds a place under it. ``rank`` is 0-based
     (``rank`` people are ahead); ``eta_ms`` is -1 when nothing bounds the
-    wait. A ``prequeue`` outcome has ``opens_at_ms`` and ``seed_sha256``.
+    wait. A ``prequeue`` outcome has ``opens_at_ms`` and ``seed_sha256``; a
+    ``limited`` one (the client took too many new places) has in ``eta_ms``
+    the time until it may take more.
     """
 
     state: State
@@ -228,16 +230,22 @@ class Store:
         join: bool = True,
         user_hash: str | None = None,
         user_ttl: float = 86400.0,
+        client: str = "",
         now: int | None = None,
     ) -> Outcome:
         """A request from ``visitor``: pass, wait (joining if new), or closed.
 
         ``user_hash`` (see ``Tokens.user_hash``) makes the place the user's:
-        the same user from another device gets the same place."""
+        the same user from another device gets the same place. ``client`` is
+        the client's address, for the room's ``client_limit``."""
         name = room if isinstance(room, str) else room.name
-        extra = () if user_hash is None else (f"{self.prefix}:{{{name}}}:user:{user_hash}",)
+        base = f"{self.prefix}:{{{name}}}:"
+        extra = (base + "client:" + client, base + "user:" + (user_hash or ""))
         ttl = "" if user_hash is None else str(round(user_ttl * 1000))
-        reply = await self._call("enter", room, now, visitor, "1" if join else "0", ttl, extra_keys=extra)
+        counted = "1" if client else ""
+        reply = await self._call(
+            "enter", room, now, visitor, "1" if join else "0", ttl, counted, extra_keys=extra
+        )
         state, now_ms, who = _text(reply[0]), int(reply[1]), _text(reply[2])
         if state == "active":
             return Outcome("active", now_ms, who, expires_ms=int(reply[3]), joined=reply[4] == 1)
@@ -265,6 +273,8 @@ class Store:
                 joined=reply[6] == 1,
                 seed_sha256=_text(reply[7]),
             )
+        if state == "limited":
+            return Outcome("limited", now_ms, who, eta_ms=int(reply[3]))
         return Outcome(state, now_ms, who)  # type: ignore[arg-type]
 
     async def enter_many(self, room: RoomRef, visitors: Sequence[str], *, now: int | None = None) -> None:

@@ -14,7 +14,8 @@
 --   ARGV[1] now in ms, or "" to use Redis TIME (read by clock.lua)
 --   ARGV[2] the room's defaults from code, comma-separated in this order:
 --           rate, per (ms), capacity, session (ms), sliding (0/1),
---           abandon (ms), max_step, status, method, opens_at (ms, 0 = none).
+--           abandon (ms), max_step, status, method, opens_at (ms, 0 = none),
+--           client_limit.
 --           Stored in the state hash when they change; "" (the console)
 --           uses the stored ones. Fields set by `configure` override them.
 --   ARGV[3] "seed:sha256" a fresh secret the room adopts if it has none, or ""
@@ -32,11 +33,12 @@
 --   method    fifo (arrival order) | random (a lottery among those waiting)
 --   opens_at  before this time visitors wait in a pre-queue; at the opening
 --             the pre-queue is shuffled once, reproducibly from the seed
+--   client_limit  most new places one client address may take a minute, 0 = no limit
 
 local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
 local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
-  'max_step', 'status', 'method', 'opens_at'}
+  'max_step', 'status', 'method', 'opens_at', 'client_limit'}
 
 local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS))
 
@@ -48,7 +50,7 @@ elseif defaults ~= conf[1] then
   redis.call('HSET', KEYS[5], 'defaults', defaults)
 end
 local default = {string.match(defaults,
-  '^([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*)$')}
+  '^([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*)$')}
 local setting = {}
 for i, name in ipairs(SETTINGS) do setting[name] = conf[1 + i] or default[i] end
 
@@ -62,6 +64,7 @@ local max_step = tonumber(setting.max_step)
 local status = setting.status
 local method = setting.method
 local opens_at = tonumber(setting.opens_at)
+local client_limit = tonumber(setting.client_limit)
 
 -- The room's running state, read by advance() (a visitor who is simply
 -- inside never needs it).

@@ -1,10 +1,13 @@
 -- enter: one gated request or status poll of one visitor. Runs after advance.
 --
--- KEYS[6] (only for an identified user) qg:{room}:user:<keyed hash of the
---         user id> -> the visitor id holding that user's place
+-- KEYS[6] qg:{room}:client:<address>: new places this client took in the
+--         current minute (for the room's client_limit; unused when it is 0)
+-- KEYS[7] qg:{room}:user:<keyed hash of the user id> -> the visitor id that
+--         holds that user's place (only used for an identified user)
 -- ARGV[4] visitor id (random, from the signed cookie)
 -- ARGV[5] 1 = a visitor with no place joins the line, 0 = only report
 -- ARGV[6] how long (ms) the user -> visitor link lives; "" when anonymous
+-- ARGV[7] 1 = KEYS[6] names a real client (count its new places), "" = none
 --
 -- A user holds one place per room: if the user's place belongs to another
 -- visitor id (another tab, browser or device) that id is answered for, and
@@ -19,9 +22,20 @@
 --   'closed'   (room closed; nobody new joins)
 --   'pass'     (gate switched off)
 --   'none'     (no place, and ARGV[5] = 0)
+--   'limited'  retry_after_ms: this client took client_limit new places in
+--              the current minute; no place is given
 
 local id = ARGV[4]
-local user_key = KEYS[6]
+local user_key = ARGV[6] ~= '' and KEYS[7] or nil
+
+-- A new place costs the client one of its client_limit places a minute, so
+-- one client cannot fill the line. Nothing is counted when none is left.
+local function over_client_limit()
+  if client_limit <= 0 or ARGV[7] ~= '1' then return false end
+  local taken = redis.call('INCR', KEYS[6])
+  if taken == 1 then redis.call('PEXPIRE', KEYS[6], 60000) end
+  return taken > client_limit
+end
 
 local function holds_place(visitor)
   return redis.call('ZSCORE', KEYS[4], visitor) or redis.call('ZSCORE', KEYS[2], visitor)
@@ -58,6 +72,8 @@ else
       redis.call('ZADD', KEYS[3], now, id)
     elseif ARGV[5] ~= '1' then
       result = {'none', now, id}
+    elseif over_client_limit() then
+      result = {'limited', now, id, redis.call('PTTL', KEYS[6])}
     elseif count == 0 and status == 'open' and not prequeue and room_for(1) > 0 then
       -- Nobody waits and there is room: straight in.
       redis.call('ZADD', KEYS[4], now + session, id)
