@@ -182,6 +182,10 @@ local function advance()
   end_count, end_prev = tonumber(state[6]) or 0, tonumber(state[7]) or 0
   seed, draws, shuffled = state[8], tonumber(state[9]) or 0, tonumber(state[10])
   dirty = state[3] == false or (rate > 0 and state[1] == false)
+  if rate > 0 and tokens ~= nil and tokens > rate then
+    tokens = rate -- N was lowered since the last call: the bucket shrinks with it
+    dirty = true
+  end
 
   if not seed and ARGV[3] ~= '' then
     local colon = string.find(ARGV[3], ':', 1, true)
