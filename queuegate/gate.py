@@ -28,7 +28,7 @@ from .pages import Page, Pages
 from .paths import compile_patterns, normalise
 from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
-from .store import Outcome, Store, StoreError, connect
+from .store import Client, Outcome, Store, StoreError, connect
 from .tokens import Tokens, new_visitor_id
 
 __all__ = ["Admission", "Identify", "QueueGate", "admission"]
@@ -120,7 +120,7 @@ class QueueGate:
         *,
         rooms: Sequence[Room] | None = None,
         secret_key: str | Sequence[str] | None = None,
-        redis: str | aioredis.Redis | None = None,
+        redis: str | Client | None = None,
         identify: Identify | None = None,
         waiting_template: str | None = None,
         prefix: str | None = None,
@@ -158,8 +158,8 @@ class QueueGate:
             raise ConfigError("rooms: no room configured; pass rooms=[Room(...)] or set QUEUEGATE_ROOMS")
         if identify is not None and not callable(identify):
             raise ConfigError("identify must be a function of the request, returning a user id or None")
-        self._owns_client = not isinstance(redis, aioredis.Redis)
-        if isinstance(redis, aioredis.Redis):
+        self._owns_client = not isinstance(redis, (aioredis.Redis, aioredis.RedisCluster))
+        if isinstance(redis, (aioredis.Redis, aioredis.RedisCluster)):
             client = redis
         elif settings.redis_url is not None:
             client = connect(settings.redis_url, settings.timeout, settings.max_connections)
@@ -170,7 +170,7 @@ class QueueGate:
             )
         self.settings = settings
         self.identify = identify
-        self.store = Store(client, settings.prefix, settings.timeout)
+        self.store = Store(client, settings.prefix, settings.timeout, settings.max_connections)
         self.rooms = Rooms(settings.rooms, self.store)
         self.tokens = Tokens(settings.secret_keys, settings.cookie_max_age)
         self.pages = Pages(settings.waiting_status, waiting_template)

@@ -23,10 +23,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
-__all__ = ["AutoPipeline", "encode", "pack"]
+__all__ = ["AutoPipeline", "ClusterPipelines", "encode", "pack"]
 
 
 def encode(value: str | bytes | int) -> bytes:
@@ -77,8 +78,9 @@ class AutoPipeline:
         self._timer: asyncio.TimerHandle | None = None
         self._closing: asyncio.Future[None] | None = None
 
-    async def execute(self, command: bytes) -> Any:
-        """Send one packed command; return its reply (error replies raise)."""
+    async def execute(self, command: bytes, key: str = "") -> Any:
+        """Send one packed command; return its reply (error replies raise).
+        (``key`` is for the cluster's router; one server needs none.)"""
         if self._closed:
             raise ConnectionError("the pipeline is closed")
         loop = asyncio.get_running_loop()
@@ -191,3 +193,47 @@ def _fail(futures: list[asyncio.Future[Any]], exc: BaseException) -> None:
     for future in futures:
         if not future.done():
             future.set_exception(error)
+
+
+class ClusterPipelines:
+    """One ``AutoPipeline`` per primary of a Redis Cluster. Each command goes
+    to the node that owns its key's slot (all of a room's keys share one), as
+    redis-py's cluster client maps them. A MOVED or ASK reply (slots moved,
+    a replica promoted) or a broken node makes the client refresh its map,
+    and the command is sent once more to the node that owns the slot now."""
+
+    def __init__(self, cluster: RedisCluster, timeout: float, silence: float) -> None:
+        self._cluster = cluster
+        self._timeout = timeout
+        self._silence = silence
+        self._pipes: dict[str, AutoPipeline] = {}
+
+    def _pipe(self, key: str) -> AutoPipeline:
+        node = self._cluster.get_node_from_key(key)
+        if node is None:
+            raise ConnectionError(f"no cluster node serves the key {key!r}")
+        pipe = self._pipes.get(node.name)
+        if pipe is None:
+            options = {**node.connection_kwargs, "socket_timeout": None}
+            pipe = AutoPipeline(lambda: node.connection_class(**options), self._timeout, self._silence)
+            self._pipes[node.name] = pipe
+        return pipe
+
+    async def execute(self, command: bytes, key: str = "") -> Any:
+        if not self._cluster.nodes_manager.slots_cache:
+            await self._cluster.initialize()
+        try:
+            return await self._pipe(key).execute(command)
+        except ResponseError as exc:
+            if not str(exc).startswith(("MOVED", "ASK")):
+                raise
+        except ConnectionError:
+            # The node is gone: learn the new map, then one more try.
+            await self._cluster.nodes_manager.initialize()
+            return await self._pipe(key).execute(command)
+        await self._cluster.nodes_manager.initialize()
+        return await self._pipe(key).execute(command)
+
+    async def aclose(self) -> None:
+        for pipe in self._pipes.values():
+            await pipe.aclose()

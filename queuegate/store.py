@@ -23,7 +23,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
-from .pipeline import AutoPipeline, encode, pack
+from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
 from .settings import ConfigError, Room, check_room_setting
 
 __all__ = ["Outcome", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
@@ -94,17 +94,34 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def connect(url: str, timeout: float, max_connections: int = 50) -> aioredis.Redis:
-    """A client for ``redis://``, ``rediss://`` or ``unix://`` URLs.
+Client = aioredis.Redis | aioredis.RedisCluster
+
+
+def connect(url: str, timeout: float, max_connections: int = 50) -> Client:
+    """A client for ``redis://``, ``rediss://``, ``unix://`` or
+    ``redis+cluster://`` (``rediss+cluster://``) URLs.
 
     Connecting is bounded by ``timeout``; one immediate retry covers a pooled
-    connection that died with a Redis restart. At most
-    ``max_connections`` are open; a request that finds them all busy waits
-    for one (within the caller's timeout) instead of failing.
+    connection that died with a Redis restart. At most ``max_connections``
+    are open; a request that finds them all busy waits for one (within the
+    caller's timeout) instead of failing. A cluster URL names any one node;
+    the others are discovered.
     """
-    if not url.startswith(("redis://", "rediss://", "unix://")):
+    scheme = url.split("://", 1)[0]
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        try:
+            cluster = aioredis.RedisCluster.from_url(
+                url.replace("+cluster", "", 1),
+                socket_timeout=max(1.0, 4 * timeout),
+                socket_connect_timeout=timeout,
+                max_connections=max_connections,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"redis_url is not valid: {exc}") from None
+        return cluster
+    if scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(
-            f"redis_url must start with redis://, rediss:// or unix://, got {url.split('://')[0]!r}"
+            f"redis_url must start with redis://, rediss://, unix:// or redis+cluster://, got {scheme!r}"
         )
     try:
         pool = aioredis.BlockingConnectionPool.from_url(
@@ -127,12 +144,14 @@ def connect(url: str, timeout: float, max_connections: int = 50) -> aioredis.Red
 class Store:
     """The rooms' state in one Redis (or cluster) under ``prefix``.
 
-    With a plain ``redis.asyncio.Redis`` client, script calls share one
-    automatically pipelined connection (see ``queuegate.pipeline``); a cluster
-    client routes each call to its slot's node itself.
+    Script calls share one automatically pipelined connection per server
+    (see ``queuegate.pipeline``); with a cluster, one per primary, each call
+    sent to the node that owns its room's slot.
     """
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "qg", timeout: float = 5.0) -> None:
+    def __init__(
+        self, client: Client, prefix: str = "qg", timeout: float = 5.0, max_connections: int = 50
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.timeout = timeout
@@ -141,8 +160,11 @@ class Store:
         }
         self._shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
         self._seeded: set[str] = set()
-        self._pipeline: AutoPipeline | None = None
-        if isinstance(client, aioredis.Redis):
+        self._loading: dict[str, asyncio.Future[None]] = {}
+        self._pipeline: AutoPipeline | ClusterPipelines
+        if isinstance(client, aioredis.RedisCluster):
+            self._pipeline = ClusterPipelines(client, timeout, max(1.0, 4 * timeout))
+        else:
             pool = client.connection_pool
             # The pipeline keeps its own time (a deadline per call, and a
             # connection silent for 4 timeouts, 1 s at least, is given up), so
@@ -160,19 +182,21 @@ class Store:
             return await self._run(script, keys, args)
         except NoScriptError:
             # A restarted or new server: load the script (on every node of a
-            # cluster), then run it again.
-            if self._pipeline is None:
-                await self.client.script_load(self._scripts[script])
-            else:
-                await self._pipeline.execute(pack("SCRIPT", "LOAD", self._scripts[script]))
+            # cluster), then run it again. Requests that meet NOSCRIPT together
+            # share one load instead of sending the script once each.
+            loading = self._loading.get(script)
+            if loading is None or loading.done():
+                loading = self._loading[script] = asyncio.ensure_future(self._load(script))
+            await asyncio.shield(loading)
             return await self._run(script, keys, args)
 
+    async def _load(self, script: str) -> None:
+        if isinstance(self._pipeline, ClusterPipelines):
+            await self.client.script_load(self._scripts[script])  # on every primary
+        else:
+            await self._pipeline.execute(pack("SCRIPT", "LOAD", self._scripts[script]))
+
     async def _run(self, script: str, keys: Sequence[str], args: Sequence[str]) -> Any:
-        if self._pipeline is None:
-            async with asyncio.timeout(self.timeout):
-                return await self.client.execute_command(  # type: ignore[no-untyped-call]
-                    "EVALSHA", self._shas[script], len(keys), *keys, *args
-                )
         # Keys, room defaults and flags repeat call after call: their encodings
         # are cached (not visitor ids, which would only churn the cache).
         cached = self._encoded
@@ -185,7 +209,7 @@ class Store:
                 *[cached(arg) if len(arg) > 40 or len(arg) < 2 else encode(arg) for arg in args],
             ]
         )
-        return await self._pipeline.execute(command)
+        return await self._pipeline.execute(command, keys[0])
 
     def keys(self, room: str) -> list[str]:
         # One {room} hash tag for all of a room's keys: each script touches a
@@ -361,6 +385,5 @@ class Store:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
-        if self._pipeline is not None:
-            await self._pipeline.aclose()
+        await self._pipeline.aclose()
         await self.client.aclose()

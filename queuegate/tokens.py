@@ -24,8 +24,12 @@ VERIFIED_CACHE = 100_000  # tokens remembered per process (about 20 MB at most)
 
 
 def new_visitor_id() -> str:
-    """96 random bits, URL-safe, 16 characters: short to keep Redis small."""
-    return secrets.token_urlsafe(12)
+    """96 random bits, URL-safe, 16 characters: short to keep Redis small.
+    Never starting with '-', so an operator can pass it to a command line."""
+    while True:
+        visitor = secrets.token_urlsafe(12)
+        if not visitor.startswith("-"):
+            return visitor
 
 
 class Tokens:

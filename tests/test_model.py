@@ -14,12 +14,17 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from queuegate import Room, Store
+from queuegate.store import connect
+
+from .conftest import ALL_KINDS
+
+# Run on every kind of server: Redis, Valkey and a Redis Cluster.
+SERVER_KINDS = ALL_KINDS
 
 T = TypeVar("T")
 T0 = 1_700_000_000_000
@@ -102,7 +107,7 @@ class LineMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.store = Store(aioredis.Redis.from_url(LineMachine.url))
+        self.store = Store(connect(LineMachine.url, 5.0))
         self.model: Model
         self.room: Room
 

@@ -8,7 +8,10 @@ import pytest
 
 from queuegate import ConfigError, QueueGate, Room
 
-from .conftest import MakeGate, client_for
+from .conftest import ALL_KINDS, MakeGate, client_for
+
+# Run on every kind of server: Redis, Valkey and a Redis Cluster.
+SERVER_KINDS = ALL_KINDS
 
 pytestmark = pytest.mark.anyio
 

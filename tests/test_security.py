@@ -197,7 +197,7 @@ def test_fuzzed_requests_never_crash_or_leak(
         text = body.decode("utf-8", "replace")
         assert "<b>'" not in text  # the room's hostile title, always escaped
         for value in (path, query, cookie):
-            if re.search(r"[<>\"']", value):
+            if re.search(r"<[a-zA-Z/!?]", value):  # markup, were it reflected raw
                 assert value not in text
     if not body.startswith(b"app:"):  # the gate's own answers
         assert headers.get("cache-control") == "no-store"
