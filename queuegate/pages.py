@@ -102,7 +102,8 @@ class Pages:
     ``waiting_template`` replaces the waiting page: a ``string.Template`` text
     with the placeholders ``$title``, ``$position``, ``$ahead_text``,
     ``$eta_text``, ``$position_label``, ``$ahead_label``, ``$updated``,
-    ``$status_url``, ``$leave_url`` and ``$poll_seconds`` (all HTML-escaped).
+    ``$status_url``, ``$leave_url`` and ``$poll_seconds`` (all HTML-escaped),
+    and ``$style``, the built-in page's stylesheet.
     """
 
     def __init__(self, waiting_status: int, waiting_template: str | None = None) -> None:
@@ -110,9 +111,12 @@ class Pages:
         waiting = waiting_template if waiting_template is not None else _template("waiting.html")
         message = _template("message.html")
         prequeue = _template("prequeue.html")
-        self._waiting = Template(waiting)
+        # The line pages share one stylesheet, put in as it is (it is ours, not
+        # a value to escape) before the values are.
+        style = _template("line.css")
+        self._waiting = Template(Template(waiting).safe_substitute(style=style))
         self._message = Template(message)
-        self._prequeue_page = Template(prequeue)
+        self._prequeue_page = Template(Template(prequeue).safe_substitute(style=style))
         common: Headers = [
             (b"cache-control", b"no-store"),
             (b"x-content-type-options", b"nosniff"),

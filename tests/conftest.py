@@ -183,3 +183,50 @@ async def running(app: ASGIApp) -> AsyncIterator[None]:
         await inbox.put({"type": "lifespan.shutdown"})
         assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
         await task
+
+
+def wait_for_http(url: str, seconds: float = 20.0) -> None:
+    """Until a server we started answers ``url`` (any status)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            httpx.get(url)
+            return
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, f"nothing answered {url} within {seconds} s"
+            time.sleep(0.05)
+
+
+def http_scope(
+    path: str, *, method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None, query: bytes = b""
+) -> dict[str, Any]:
+    """A raw ASGI scope with ``path`` as a server would hand it over (decoded)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "https",
+        "path": path,
+        "raw_path": path.encode("utf-8", "surrogateescape"),
+        "query_string": query,
+        "root_path": "",
+        "headers": [(b"host", b"shop.test"), *(headers or [])],
+        "client": ("192.0.2.1", 5000),
+        "server": ("shop.test", 443),
+    }
+
+
+async def call_asgi(app: ASGIApp, scope: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    """Run one request through ``app``: status, headers, body."""
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    headers = {k.decode(): v.decode() for k, v in sent[0]["headers"]}
+    return int(sent[0]["status"]), headers, b"".join(m.get("body", b"") for m in sent[1:])

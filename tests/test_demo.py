@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -16,7 +15,7 @@ import redis
 from demo_app import create_app
 from queuegate.embedded import free_port
 
-from .conftest import client_for, running
+from .conftest import client_for, running, wait_for_http
 
 pytestmark = pytest.mark.anyio
 
@@ -63,15 +62,8 @@ def test_python_m_demo_app_serves_the_gate_and_stops_on_ctrl_c() -> None:
         assert "embedded" in banner[2]
         server_port = int(banner[2].split("redis://127.0.0.1:")[1].split("/")[0])
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                first = httpx.get(f"{base}/checkout")
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-        assert first.status_code == 200
+        wait_for_http(f"{base}/")
+        assert httpx.get(f"{base}/checkout").status_code == 200
         assert httpx.get(f"{base}/checkout").status_code == 200
         third = httpx.get(f"{base}/checkout", headers={"accept": "text/html"})
         assert third.status_code == 503

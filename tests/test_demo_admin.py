@@ -7,15 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
-import httpx
 import pytest
 
 from demo_app import create_app
 from queuegate.embedded import free_port
 
-from .conftest import client_for, running
+from .conftest import client_for, running, wait_for_http
 
 pytestmark = pytest.mark.anyio
 
@@ -56,14 +54,7 @@ def test_queuegate_simulate_against_the_served_demo(redis_url: str) -> None:
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/")
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+        wait_for_http(f"http://127.0.0.1:{port}/")
         result = subprocess.run(
             [sys.executable, "-m", "queuegate", "simulate", "--url", f"http://127.0.0.1:{port}/checkout",
              "--visitors", "30", "--concurrency", "30", "--give-up", "0.2", "--patience", "0.5", "2",

@@ -22,6 +22,8 @@ import pytest
 
 from queuegate.embedded import free_port
 
+from .conftest import wait_for_http
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 TOKEN = "e2e-admin-token"
@@ -50,14 +52,7 @@ def shop(redis_url: str) -> Iterator[str]:
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                httpx.get(base + "/")
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "the demo did not start"
-                time.sleep(0.1)
+        wait_for_http(base + "/")
         yield base
     finally:
         process.send_signal(signal.SIGINT)

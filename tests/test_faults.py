@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 from queuegate import Room, Store, StoreError
 from queuegate.embedded import EmbeddedServer, free_port, server_binary
 
-from .conftest import MakeGate, client_for
+from .conftest import MakeGate, client_for, wait_for_http
 
 pytestmark = pytest.mark.anyio
 
@@ -81,45 +81,47 @@ async def proxy(server_url: str) -> AsyncIterator[Proxy]:
     await proxy.close()
 
 
-async def test_slow_redis_never_leaves_a_reply_for_the_wrong_request(proxy: Proxy, redis_url: str) -> None:
-    room = Room("proxied", paths=["/x"], capacity=1000, client_limit=0)
-    store = Store(aioredis.Redis.from_url(f"redis://127.0.0.1:{proxy.port}/0"), timeout=TIMEOUT)
-    try:
-        await store.enter(room, "warm-up")
-        proxy.delay = 0.5  # every reply comes after its request gave up
-        started = time.monotonic()
-        slow = await asyncio.gather(
-            *(store.enter(room, f"slow{i}") for i in range(20)), return_exceptions=True
-        )
-        assert all(isinstance(r, StoreError) for r in slow)
-        assert time.monotonic() - started < TIMEOUT + MARGIN
-        proxy.delay = 0.0
-        await asyncio.sleep(0.6)  # the late replies arrive now and must be dropped
-        asked = [f"fast{i}" for i in range(50)]
-        outcomes = await asyncio.gather(*(store.enter(room, v) for v in asked))
-        assert [o.visitor for o in outcomes] == asked  # each got its own reply
-        assert all(o.state == "active" for o in outcomes)
-    finally:
-        await store.aclose()
+ROOM = Room("proxied", paths=["/x"], capacity=1000, client_limit=0)
 
 
-async def test_silent_redis_is_given_up_and_replaced(proxy: Proxy, redis_url: str) -> None:
-    room = Room("silent", paths=["/x"], capacity=1000, client_limit=0)
+@pytest.fixture
+async def proxied_store(proxy: Proxy, redis_url: str) -> AsyncIterator[Store]:
+    """A store that reaches Redis through the proxy, its scripts loaded."""
     store = Store(aioredis.Redis.from_url(f"redis://127.0.0.1:{proxy.port}/0"), timeout=TIMEOUT)
-    try:
-        await store.enter(room, "warm-up")
-        proxy.flowing.clear()
-        for _ in range(3):
-            with pytest.raises(StoreError):
-                await store.enter(room, "lost")
-        await asyncio.sleep(1.2)  # silent past 4 x timeout (1 s at least): the connection is dropped
+    await store.enter(ROOM, "warm-up")
+    yield store
+    await store.aclose()
+
+
+async def test_slow_redis_never_leaves_a_reply_for_the_wrong_request(
+    proxy: Proxy, proxied_store: Store
+) -> None:
+    proxy.delay = 0.5  # every reply comes after its request gave up
+    started = time.monotonic()
+    slow = await asyncio.gather(
+        *(proxied_store.enter(ROOM, f"slow{i}") for i in range(20)), return_exceptions=True
+    )
+    assert all(isinstance(r, StoreError) for r in slow)
+    assert time.monotonic() - started < TIMEOUT + MARGIN
+    proxy.delay = 0.0
+    await asyncio.sleep(0.6)  # the late replies arrive now and must be dropped
+    asked = [f"fast{i}" for i in range(50)]
+    outcomes = await asyncio.gather(*(proxied_store.enter(ROOM, v) for v in asked))
+    assert [o.visitor for o in outcomes] == asked  # each got its own reply
+    assert all(o.state == "active" for o in outcomes)
+
+
+async def test_silent_redis_is_given_up_and_replaced(proxy: Proxy, proxied_store: Store) -> None:
+    proxy.flowing.clear()
+    for _ in range(3):
         with pytest.raises(StoreError):
-            await store.enter(room, "lost")
-        proxy.flowing.set()
-        outcome = await store.enter(room, "back")
-        assert (outcome.state, outcome.visitor) == ("active", "back")
-    finally:
-        await store.aclose()
+            await proxied_store.enter(ROOM, "lost")
+    await asyncio.sleep(1.2)  # silent past 4 x timeout (1 s at least): the connection is dropped
+    with pytest.raises(StoreError):
+        await proxied_store.enter(ROOM, "lost")
+    proxy.flowing.set()
+    outcome = await proxied_store.enter(ROOM, "back")
+    assert (outcome.state, outcome.visitor) == ("active", "back")
 
 
 @pytest.fixture
@@ -246,14 +248,7 @@ def test_four_app_processes_share_one_line(redis_url: str, tmp_path: Path) -> No
     ]
     try:
         for port in ports:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    httpx.get(f"http://127.0.0.1:{port}/health")
-                    break
-                except httpx.TransportError:
-                    assert time.monotonic() < deadline, "an app process did not start"
-                    time.sleep(0.1)
+            wait_for_http(f"http://127.0.0.1:{port}/health")
         asyncio.run(_crowd(ports, redis_url))
     finally:
         for process in processes:

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from queuegate import QueueGate, Room, admission
 
-from .conftest import ALL_KINDS, SECRET, MakeGate, client_for
+from .conftest import ALL_KINDS, SECRET, MakeGate, call_asgi, client_for, http_scope
 
 # Run on every kind of server: Redis, Valkey and a Redis Cluster.
 SERVER_KINDS = ALL_KINDS
@@ -362,31 +362,7 @@ async def test_path_variants_are_gated(make_gate: MakeGate, path: str) -> None:
 
 async def asgi_status(app: QueueGate, path: str) -> int:
     """Call the app with a raw scope; return the response status."""
-    sent: list[dict[str, object]] = []
-
-    async def receive() -> dict[str, object]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, object]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "https",
-        "path": path,
-        "raw_path": path.encode("utf-8", "surrogateescape"),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"shop.test")],
-        "client": ("127.0.0.1", 5000),
-        "server": ("shop.test", 443),
-    }
-    await app(scope, receive, send)  # type: ignore[arg-type]
-    status = sent[0]["status"]
-    assert isinstance(status, int)
+    status, _, _ = await call_asgi(app, http_scope(path))
     return status
 
 
