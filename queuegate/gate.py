@@ -170,7 +170,7 @@ class QueueGate:
             )
         self.settings = settings
         self.identify = identify
-        self.store = Store(client, settings.prefix, settings.timeout, settings.max_connections)
+        self.store = Store(client, settings.prefix, settings.timeout)
         self.rooms = Rooms(settings.rooms, self.store)
         self.tokens = Tokens(settings.secret_keys, settings.cookie_max_age)
         self.pages = Pages(settings.waiting_status, waiting_template)

@@ -149,9 +149,7 @@ class Store:
     sent to the node that owns its room's slot.
     """
 
-    def __init__(
-        self, client: Client, prefix: str = "qg", timeout: float = 5.0, max_connections: int = 50
-    ) -> None:
+    def __init__(self, client: Client, prefix: str = "qg", timeout: float = 5.0) -> None:
         self.client = client
         self.prefix = prefix
         self.timeout = timeout
@@ -235,8 +233,6 @@ class Store:
                 [*self.keys(name), *extra_keys],
                 ["" if now is None else str(now), defaults, self._seed_offer(name), *args],
             )
-        except TimeoutError as exc:
-            raise StoreError(f"no reply from Redis within {self.timeout} s") from exc
         except RedisError as exc:
             if str(exc).startswith("UNKNOWN_ROOM"):
                 raise UnknownRoom(f"no room named {name!r} has been used yet") from None
