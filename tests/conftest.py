@@ -76,7 +76,7 @@ def start_cluster(stack: ExitStack) -> list[EmbeddedServer]:
 def _until(condition: Callable[[], bool], seconds: float = 20.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
-        assert time.monotonic() < deadline, "the cluster did not form"
+        assert time.monotonic() < deadline, "the cluster did not reach the expected state"
         time.sleep(0.05)
 
 
