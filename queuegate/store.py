@@ -174,6 +174,7 @@ class Store:
         # Encoded once: the parts of a script call that repeat.
         self._encoded_shas = {name: encode("EVALSHA") + encode(sha) for name, sha in self._shas.items()}
         self._encoded = lru_cache(maxsize=20_000)(encode)
+        self._keys = lru_cache(maxsize=10_000)(self._make_keys)
 
     async def _evalsha(self, script: str, keys: Sequence[str], args: Sequence[str]) -> Any:
         try:
@@ -209,11 +210,19 @@ class Store:
         )
         return await self._pipeline.execute(command, keys[0])
 
-    def keys(self, room: str) -> list[str]:
-        # One {room} hash tag for all of a room's keys: each script touches a
-        # single cluster slot, and rooms spread over the cluster.
-        base = f"{self.prefix}:{{{room}}}:"
-        return [base + "seq", base + "waiting", base + "seen", base + "active", base + "state"]
+    def keys(self, room: str) -> tuple[str, ...]:
+        """The room's keys: seq, waiting, seen, active, state (made once per room)."""
+        return self._keys(room)
+
+    def _base(self, room: str) -> str:
+        # One {room} hash tag for all of a room's keys (these, and the client
+        # and user keys of enter): each script touches a single cluster slot,
+        # and rooms spread over the cluster.
+        return f"{self.prefix}:{{{room}}}:"
+
+    def _make_keys(self, room: str) -> tuple[str, ...]:
+        base = self._base(room)
+        return tuple(base + name for name in ("seq", "waiting", "seen", "active", "state"))
 
     def _seed_offer(self, name: str) -> str:
         # Until a room is known to have its secret seed, offer a fresh one with
@@ -259,7 +268,7 @@ class Store:
         the same user from another device gets the same place. ``client`` is
         the client's address, for the room's ``client_limit``."""
         name = room if isinstance(room, str) else room.name
-        base = f"{self.prefix}:{{{name}}}:"
+        base = self._base(name)
         extra = (base + "client:" + client, base + "user:" + (user_hash or ""))
         ttl = "" if user_hash is None else str(round(user_ttl * 1000))
         counted = "1" if client else ""
