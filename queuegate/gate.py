@@ -56,7 +56,7 @@ class Admission:
         return await self.gate.rooms[self.room].release(self.visitor)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Visitor:
     visitor: str | None  # from a valid token, else None (a newcomer)
     user_hash: str | None  # the signed-in user, keyed-hashed
@@ -179,6 +179,7 @@ class QueueGate:
         self._bypass_networks = [ipaddress.ip_network(n, strict=False) for n in settings.bypass_networks]
         self._no_bypass = not (self._bypass_paths or self._bypass_secret or self._bypass_networks)
         self._trusted = [ipaddress.ip_network(n, strict=False) for n in settings.trusted_proxies]
+        self._client_of = lru_cache(maxsize=65_536)(self._resolve_client)
         secure = "; Secure" if settings.cookie_secure else ""
         self._cookie_flags = f"; Path=/; Max-Age={settings.cookie_max_age}; HttpOnly; SameSite=Lax{secure}"
         self._cookie_clear = f"=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
@@ -267,7 +268,7 @@ class QueueGate:
 
         A token bound to a user is refused when presented by anyone else
         (another user, or nobody signed in)."""
-        user = await self._user(scope)
+        user = None if self.identify is None else await self._user(scope)
         user_hash = None if user is None else self.tokens.user_hash(user)
         token = _cookie(scope, f"qg_{room.name}")
         found = None if token is None else self.tokens.read(room.name, token)
@@ -284,11 +285,17 @@ class QueueGate:
         X-Forwarded-For that is not one. An IPv6 client counts as its /64
         (one household's or phone's whole range)."""
         peer = (scope.get("client") or ("", 0))[0]
-        chain = [peer]
+        forwarded = None
         if self._trusted:
             for name, value in scope["headers"]:
                 if name == b"x-forwarded-for":
-                    chain = [*value.decode("latin-1").split(","), peer]
+                    forwarded = value
+        return self._client_of(peer, forwarded)
+
+    def _resolve_client(self, peer: str, forwarded: bytes | None) -> str:
+        # Parsing addresses costs more than the rest of an admitted request's
+        # own work: the answers are cached (see __init__).
+        chain = [peer] if forwarded is None else [*forwarded.decode("latin-1").split(","), peer]
         address = None
         for hop in reversed(chain):
             try:
@@ -303,31 +310,15 @@ class QueueGate:
             return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address) + "/64"
         return str(address)
 
-    async def _enter(
-        self, room: Room, visitor: str, join: bool, user_hash: str | None, scope: Scope
-    ) -> Outcome | None:
-        """One script call within the timeout; ``None`` when the store failed."""
-        try:
-            return await self.store.enter(
-                room,
-                visitor,
-                join=join,
-                user_hash=user_hash,
-                user_ttl=self.settings.cookie_max_age,
-                client=self.client_address(scope) if join and room.client_limit else "",
+    def _store_failed(self, room: Room, exc: StoreError) -> None:
+        """Redis did not answer: count it, and log it once per burst."""
+        self.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
+        now = time.monotonic()
+        if now - self._last_failure_log >= FAILURE_LOG_INTERVAL:
+            self._last_failure_log = now
+            logger.warning(
+                "queuegate: Redis did not answer for room %r (%s); failing %s", room.name, exc, room.fail
             )
-        except StoreError as exc:
-            self.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
-            now = time.monotonic()
-            if now - self._last_failure_log >= FAILURE_LOG_INTERVAL:
-                self._last_failure_log = now
-                logger.warning(
-                    "queuegate: Redis did not answer for room %r (%s); failing %s",
-                    room.name,
-                    exc,
-                    room.fail,
-                )
-            return None
 
     def _line_page(self, room: Room, outcome: Outcome, as_json: bool, status: int | None = None) -> Page:
         base = self.settings.endpoint
@@ -361,7 +352,20 @@ class QueueGate:
             await self._refuse(room, as_json, send)
             return
         asked = who.visitor or new_visitor_id()
-        outcome = await self._enter(room, asked, True, who.user_hash, scope)
+        # The store is called here, not through a helper: the reply comes
+        # back through every coroutine level between it and this request.
+        outcome: Outcome | None
+        try:
+            outcome = await self.store.enter(
+                room,
+                asked,
+                user_hash=who.user_hash,
+                user_ttl=self.settings.cookie_max_age,
+                client=self.client_address(scope) if room.client_limit else "",
+            )
+        except StoreError as exc:
+            self._store_failed(room, exc)
+            outcome = None
         if outcome is None:
             if room.fail == "open":
                 await self.app(scope, receive, send)
@@ -421,12 +425,17 @@ class QueueGate:
         elif who.visitor is None:
             await _send_page(self.pages.state(name, "none"), send)
         else:
-            await self._status(room, who.visitor, who.user_hash, scope, send)
+            await self._status(room, who.visitor, who.user_hash, send)
 
-    async def _status(
-        self, room: Room, visitor: str, user_hash: str | None, scope: Scope, send: Send
-    ) -> None:
-        outcome = await self._enter(room, visitor, False, user_hash, scope)
+    async def _status(self, room: Room, visitor: str, user_hash: str | None, send: Send) -> None:
+        outcome: Outcome | None
+        try:
+            outcome = await self.store.enter(
+                room, visitor, join=False, user_hash=user_hash, user_ttl=self.settings.cookie_max_age
+            )
+        except StoreError as exc:
+            self._store_failed(room, exc)
+            outcome = None
         if outcome is None:
             page = self._unavailable(room, as_json=True)
         elif outcome.state in ("waiting", "prequeue"):

@@ -18,10 +18,9 @@ Connections, their timeouts and the reply parser are redis-py's
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, cast
 
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
@@ -42,6 +41,12 @@ def encode(value: str | bytes | int) -> bytes:
 def pack(*args: str | bytes | int) -> bytes:
     """A command as RESP: an array of bulk strings."""
     return b"*%d\r\n" % len(args) + b"".join(encode(arg) for arg in args)
+
+
+class _Parser(Protocol):
+    """What this module uses of redis-py's reply parsers."""
+
+    async def read_response(self) -> Any: ...
 
 
 class _Link:
@@ -77,28 +82,39 @@ class AutoPipeline:
         self._deadlines: deque[tuple[float, asyncio.Future[Any]]] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._closing: asyncio.Future[None] | None = None
+        # The loop of the first call, kept: asyncio.get_running_loop() costs a
+        # getpid() system call on every call (CPython 3.11), a pipeline is
+        # bound to one loop anyway (its connection is).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def execute(self, command: bytes, key: str = "") -> Any:
-        """Send one packed command; return its reply (error replies raise).
-        (``key`` is for the cluster's router; one server needs none.)"""
-        if self._closed:
-            raise ConnectionError("the pipeline is closed")
-        loop = asyncio.get_running_loop()
+    def send(self, command: bytes, key: str = "") -> asyncio.Future[Any]:
+        """Send one packed command; the future is its reply (an error reply
+        is its exception). A plain function returning the future, not a
+        coroutine: one await level less on every call. (``key`` is for the
+        cluster's router; one server needs none.)"""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
+        if self._closed:
+            future.set_exception(ConnectionError("the pipeline is closed"))
+            return future
         self._queued.append((command, future))
         self._deadlines.append((loop.time() + self._timeout, future))
         if self._timer is None:
             self._timer = loop.call_at(self._deadlines[0][0], self._expire)
         self._wake.set()
         if self._writer is None:
-            self._writer = asyncio.create_task(self._write_loop())
-        return await future
+            self._writer = loop.create_task(self._write_loop())
+        return future
 
     def _expire(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        assert loop is not None  # armed by a call
         now = loop.time()
-        while self._deadlines and self._deadlines[0][0] <= now:
-            _, future = self._deadlines.popleft()
+        deadlines = self._deadlines
+        while deadlines and (deadlines[0][0] <= now or deadlines[0][1].done()):
+            _, future = deadlines.popleft()
             if not future.done():
                 future.set_exception(TimeoutError(f"no reply from Redis within {self._timeout} s"))
         # Reads wait without a timer of their own (one per reply costs more
@@ -114,6 +130,7 @@ class AutoPipeline:
             self._timer = None
 
     async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while not self._closed:
             await self._wake.wait()
             self._wake.clear()
@@ -128,7 +145,7 @@ class AutoPipeline:
                     link = self._link = _Link(self._make_connection())
                     await link.connection.connect()  # type: ignore[no-untyped-call]
                 if not link.in_flight:
-                    link.progress = asyncio.get_running_loop().time()
+                    link.progress = loop.time()
                 link.in_flight.extend(futures)
                 await link.connection.send_packed_command([c for c, _ in batch], check_health=False)
             except (RedisError, OSError) as exc:
@@ -140,9 +157,15 @@ class AutoPipeline:
                 link.reader = asyncio.create_task(self._read_loop(link))
 
     async def _read_loop(self, link: _Link) -> None:
+        loop = asyncio.get_running_loop()
+        deadlines = self._deadlines
+        # redis-py's reply parser itself (hiredis when installed): the
+        # connection's read_response() adds a timeout, error wrapping and
+        # health checks per reply, which this loop does once for all.
+        read = cast(_Parser, link.connection._parser).read_response
         while link.in_flight and not link.broken:
             try:
-                reply: Any = await link.connection.read_response(timeout=math.inf)
+                reply: Any = await read()
             except ResponseError as exc:
                 reply = exc
             except (RedisError, OSError) as exc:
@@ -150,14 +173,18 @@ class AutoPipeline:
                 return
             except asyncio.CancelledError:
                 return  # the link was given up while this read waited
-            link.progress = asyncio.get_running_loop().time()
+            link.progress = loop.time()
             future = link.in_flight.popleft()
-            if future.done():
-                continue  # its caller gave up; the reply is dropped, in order
-            if isinstance(reply, ResponseError):
-                future.set_exception(reply)
-            else:
-                future.set_result(reply)
+            if not future.done():
+                if isinstance(reply, ResponseError):
+                    future.set_exception(reply)
+                else:
+                    future.set_result(reply)
+            # Calls answered are forgotten at once: a second's worth of them
+            # kept until their deadline would outlive the young GC generations
+            # and bring on full collections (the latency tail).
+            while deadlines and deadlines[0][1].done():
+                deadlines.popleft()
 
     def _break(self, link: _Link, exc: BaseException) -> None:
         """The link is broken or silent: its commands in flight fail, and the
@@ -219,20 +246,23 @@ class ClusterPipelines:
             self._pipes[node.name] = pipe
         return pipe
 
-    async def execute(self, command: bytes, key: str = "") -> Any:
+    def send(self, command: bytes, key: str = "") -> Awaitable[Any]:
+        return self._send(command, key)
+
+    async def _send(self, command: bytes, key: str) -> Any:
         if not self._cluster.nodes_manager.slots_cache:
             await self._cluster.initialize()
         try:
-            return await self._pipe(key).execute(command)
+            return await self._pipe(key).send(command)
         except ResponseError as exc:
             if not str(exc).startswith(("MOVED", "ASK")):
                 raise
         except ConnectionError:
             # The node is gone: learn the new map, then one more try.
             await self._cluster.nodes_manager.initialize()
-            return await self._pipe(key).execute(command)
+            return await self._pipe(key).send(command)
         await self._cluster.nodes_manager.initialize()
-        return await self._pipe(key).execute(command)
+        return await self._pipe(key).send(command)
 
     async def aclose(self) -> None:
         for pipe in self._pipes.values():

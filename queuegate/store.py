@@ -41,7 +41,7 @@ class UnknownRoom(StoreError):
     settings for it."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
     """What the line says about one visitor at ``now_ms`` (Redis time).
 
@@ -158,7 +158,7 @@ class Store:
         }
         self._shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
         self._seeded: set[str] = set()
-        self._loading: dict[str, asyncio.Future[None]] = {}
+        self._loading: dict[str, asyncio.Future[Any]] = {}
         self._pipeline: AutoPipeline | ClusterPipelines
         if isinstance(client, aioredis.RedisCluster):
             self._pipeline = ClusterPipelines(client, timeout, max(1.0, 4 * timeout))
@@ -175,40 +175,45 @@ class Store:
         self._encoded_shas = {name: encode("EVALSHA") + encode(sha) for name, sha in self._shas.items()}
         self._encoded = lru_cache(maxsize=20_000)(encode)
         self._keys = lru_cache(maxsize=10_000)(self._make_keys)
+        self._head = lru_cache(maxsize=10_000)(self._make_head)
 
-    async def _evalsha(self, script: str, keys: Sequence[str], args: Sequence[str]) -> Any:
-        try:
-            return await self._run(script, keys, args)
-        except NoScriptError:
-            # A restarted or new server: load the script (on every node of a
-            # cluster), then run it again. Requests that meet NOSCRIPT together
-            # share one load instead of sending the script once each.
-            loading = self._loading.get(script)
-            if loading is None or loading.done():
-                loading = self._loading[script] = asyncio.ensure_future(self._load(script))
-            await asyncio.shield(loading)
-            return await self._run(script, keys, args)
-
-    async def _load(self, script: str) -> None:
-        if isinstance(self._pipeline, ClusterPipelines):
-            await self.client.script_load(self._scripts[script])  # on every primary
-        else:
-            await self._pipeline.execute(pack("SCRIPT", "LOAD", self._scripts[script]))
-
-    async def _run(self, script: str, keys: Sequence[str], args: Sequence[str]) -> Any:
-        # Keys, room defaults and flags repeat call after call: their encodings
-        # are cached (not visitor ids, which would only churn the cache).
+    def _command(self, script: str, room: str, extra_keys: Sequence[str], args: Sequence[str]) -> bytes:
+        # Everything up to the room's own keys is the same call after call,
+        # and so are most other keys and arguments (room defaults, flags):
+        # their encodings are cached (not visitor ids, which would only churn
+        # the cache).
         cached = self._encoded
-        command = b"".join(
+        return b"".join(
             [
-                b"*%d\r\n" % (3 + len(keys) + len(args)),
-                self._encoded_shas[script],
-                encode(len(keys)),
-                *[cached(key) for key in keys],
+                self._head(script, room, len(extra_keys), len(args)),
+                *[cached(key) for key in extra_keys],
                 *[cached(arg) if len(arg) > 40 or len(arg) < 2 else encode(arg) for arg in args],
             ]
         )
-        return await self._pipeline.execute(command, keys[0])
+
+    def _make_head(self, script: str, room: str, extra_keys: int, args: int) -> bytes:
+        keys = self._keys(room)
+        return b"".join(
+            [
+                b"*%d\r\n" % (3 + len(keys) + extra_keys + args),
+                self._encoded_shas[script],
+                encode(len(keys) + extra_keys),
+                *[encode(key) for key in keys],
+            ]
+        )
+
+    async def _load(self, script: str) -> None:
+        """Load a script after NOSCRIPT (a restarted or new server; on every
+        node of a cluster). Requests that meet NOSCRIPT together share one
+        load instead of sending the script once each."""
+        loading = self._loading.get(script)
+        if loading is None or loading.done():
+            if isinstance(self._pipeline, ClusterPipelines):
+                load = self.client.script_load(self._scripts[script])  # on every primary
+            else:
+                load = self._pipeline.send(pack("SCRIPT", "LOAD", self._scripts[script]))
+            loading = self._loading[script] = asyncio.ensure_future(load)
+        await asyncio.shield(loading)
 
     def keys(self, room: str) -> tuple[str, ...]:
         """The room's keys: seq, waiting, seen, active, state (made once per room)."""
@@ -224,31 +229,38 @@ class Store:
         base = self._base(room)
         return tuple(base + name for name in ("seq", "waiting", "seen", "active", "state"))
 
-    def _seed_offer(self, name: str) -> str:
+    @staticmethod
+    def _seed_offer() -> str:
         # Until a room is known to have its secret seed, offer a fresh one with
         # its SHA-256; the script keeps the first offer and ignores the rest.
-        if name in self._seeded:
-            return ""
         seed = secrets.token_hex(16)
         return f"{seed}:{hashlib.sha256(seed.encode()).hexdigest()}"
 
     async def _call(
         self, script: str, room: RoomRef, now: int | None, *args: str, extra_keys: tuple[str, ...] = ()
     ) -> Any:
+        # On the path of every gated request: one coroutine between the
+        # caller and the reply (each await level costs on the way back too).
         name, defaults = (room, "") if isinstance(room, str) else (room.name, room.defaults)
+        seed = "" if name in self._seeded else self._seed_offer()
+        command = self._command(
+            script, name, extra_keys, ["" if now is None else str(now), defaults, seed, *args]
+        )
+        key = self._keys(name)[0]  # for a cluster's router
         try:
-            reply = await self._evalsha(
-                script,
-                [*self.keys(name), *extra_keys],
-                ["" if now is None else str(now), defaults, self._seed_offer(name), *args],
-            )
+            try:
+                reply = await self._pipeline.send(command, key)
+            except NoScriptError:
+                await self._load(script)
+                reply = await self._pipeline.send(command, key)
         except RedisError as exc:
             if str(exc).startswith("UNKNOWN_ROOM"):
                 raise UnknownRoom(f"no room named {name!r} has been used yet") from None
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         except OSError as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
-        self._seeded.add(name)
+        if seed:
+            self._seeded.add(name)
         return reply
 
     async def enter(
