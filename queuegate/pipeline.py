@@ -26,6 +26,11 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
+try:  # what redis-py's hiredis reader answers when its buffer holds no whole reply
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA
+except ImportError:  # pragma: no cover - another redis-py: replies are read one await each
+    NOT_ENOUGH_DATA = None
+
 __all__ = ["AutoPipeline", "ClusterPipelines", "encode", "pack"]
 
 
@@ -159,23 +164,37 @@ class AutoPipeline:
     async def _read_loop(self, link: _Link) -> None:
         loop = asyncio.get_running_loop()
         deadlines = self._deadlines
-        # redis-py's reply parser itself (hiredis when installed): the
-        # connection's read_response() adds a timeout, error wrapping and
-        # health checks per reply, which this loop does once for all.
-        read = cast(_Parser, link.connection._parser).read_response
-        while link.in_flight and not link.broken:
+        # redis-py's reply parser itself: the connection's read_response()
+        # adds a timeout, error wrapping and health checks per reply, which
+        # this loop does once for all. With hiredis (a dependency), the
+        # replies already in its buffer are taken without an await each.
+        parser = link.connection._parser
+        read = cast(_Parser, parser).read_response
+        buffered: Callable[[], Any] | None = getattr(getattr(parser, "_reader", None), "gets", None)
+        if NOT_ENOUGH_DATA is None:
+            buffered = None
+        in_flight = link.in_flight
+        while in_flight and not link.broken:
+            replies: list[Any] = []
             try:
-                reply: Any = await read()
+                replies.append(await read())
+                if buffered is not None:
+                    while len(replies) < len(in_flight) and (reply := buffered()) is not NOT_ENOUGH_DATA:
+                        replies.append(reply)
             except ResponseError as exc:
-                reply = exc
+                replies.append(exc)
             except (RedisError, OSError) as exc:
                 self._break(link, exc)
                 return
             except asyncio.CancelledError:
                 return  # the link was given up while this read waited
+            if link.broken:
+                return
             link.progress = loop.time()
-            future = link.in_flight.popleft()
-            if not future.done():
+            for reply in replies:
+                future = in_flight.popleft()
+                if future.done():
+                    continue  # its caller gave up; the reply is dropped, in order
                 if isinstance(reply, ResponseError):
                     future.set_exception(reply)
                 else:
