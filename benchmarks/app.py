@@ -41,6 +41,9 @@ if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
         redis=os.environ["QUEUEGATE_REDIS_URL"],
         cookie_secure=False,
         timeout=1.0,
+        # The joining scenario's visitors come through "a proxy" on loopback,
+        # each from another address (X-Forwarded-For).
+        trusted_proxies=["127.0.0.1"],
     )
 else:
     app = bare

@@ -10,6 +10,7 @@ import asyncio
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -22,12 +23,40 @@ class Result:
     p50_ms: float
     p99_ms: float
     errors: int
+    requests: int
 
 
-def run_load(port: int, path: str, seconds: float, connections: int, headers: dict[str, str]) -> Result:
+# Each request from another client address, as a proxy in front of the app
+# would say (X-Forwarded-For): new visitors of a real sale come from many
+# addresses, and the gate counts new places per address.
+_CLIENTS_LUA = """
+local n = 0
+request = function()
+  n = n + 1
+  wrk.headers["X-Forwarded-For"] = string.format("10.%d.%d.%d",
+    math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+  return wrk.format()
+end
+"""
+
+
+def client_address(n: int) -> str:
+    return f"10.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}"
+
+
+def run_load(
+    port: int,
+    path: str,
+    seconds: float,
+    connections: int,
+    headers: dict[str, str],
+    many_clients: bool = False,
+) -> Result:
+    """Load ``path`` for ``seconds``; with ``many_clients``, every request
+    carries another X-Forwarded-For address."""
     if shutil.which("wrk"):
-        return _wrk(port, path, seconds, connections, headers)
-    return asyncio.run(_python(port, path, seconds, connections, headers))
+        return _wrk(port, path, seconds, connections, headers, many_clients)
+    return asyncio.run(_python(port, path, seconds, connections, headers, many_clients))
 
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
@@ -40,13 +69,20 @@ def _ms(text: str) -> float:
     return float(found[1]) * _UNITS[found[2]]
 
 
-def _wrk(port: int, path: str, seconds: float, connections: int, headers: dict[str, str]) -> Result:
+def _wrk(
+    port: int, path: str, seconds: float, connections: int, headers: dict[str, str], many_clients: bool
+) -> Result:
     command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency"]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
-    out = subprocess.run(
-        [*command, f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, timeout=seconds + 30
-    ).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
+        if many_clients:
+            script.write(_CLIENTS_LUA)
+            script.flush()
+            command += ["-s", script.name]
+        out = subprocess.run(
+            [*command, f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, timeout=seconds + 30
+        ).stdout
     if "Requests/sec" not in out:
         raise RuntimeError(f"wrk failed: {out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
@@ -56,23 +92,32 @@ def _wrk(port: int, path: str, seconds: float, connections: int, headers: dict[s
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     failed = sum(int(n) for n in socket_errors.groups()) if socket_errors else 0
-    return Result(rps, p50, p99, failed + (int(errors[1]) if errors and path == "/page" else 0))
+    total = int(re.search(r"(\d+) requests in", out)[1])  # type: ignore[index]
+    return Result(rps, p50, p99, failed + (int(errors[1]) if errors and path == "/page" else 0), total)
 
 
-async def _python(port: int, path: str, seconds: float, connections: int, headers: dict[str, str]) -> Result:
+async def _python(
+    port: int, path: str, seconds: float, connections: int, headers: dict[str, str], many_clients: bool
+) -> Result:
     extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n".encode()
+    sent = 0
     latencies: list[float] = []
     errors = 0
     deadline = time.monotonic() + seconds
 
     async def worker() -> None:
-        nonlocal errors
+        nonlocal errors, sent
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             while time.monotonic() < deadline:
                 start = time.perf_counter()
-                writer.write(request)
+                sent += 1
+                if many_clients:
+                    forwarded = b"X-Forwarded-For: %s\r\n\r\n" % client_address(sent).encode()
+                    writer.write(request[:-2] + forwarded)
+                else:
+                    writer.write(request)
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = int(re.search(rb"(?i)content-length: (\d+)", head)[1])  # type: ignore[index]
                 await reader.readexactly(length)
@@ -87,10 +132,11 @@ async def _python(port: int, path: str, seconds: float, connections: int, header
     elapsed = time.monotonic() - started
     latencies.sort()
     if not latencies:
-        return Result(0.0, 0.0, 0.0, errors)
+        return Result(0.0, 0.0, 0.0, errors, 0)
     return Result(
         len(latencies) / elapsed,
         latencies[len(latencies) // 2] * 1000,
         latencies[int(len(latencies) * 0.99)] * 1000,
         errors,
+        len(latencies),
     )

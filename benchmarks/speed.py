@@ -75,14 +75,22 @@ def cookie(port: int, path: str, room: str, visits: int) -> str:
 
 
 def side_by_side(
-    bare: int, gated: int, path: str, headers: dict[str, str], rounds: int, seconds: float, connections: int
-) -> dict[str, Any]:
+    bare: int,
+    gated: int,
+    path: str,
+    headers: dict[str, str],
+    rounds: int,
+    seconds: float,
+    connections: int,
+    many_clients: bool = False,
+) -> tuple[dict[str, Any], int]:
+    """The figures of the scenario, and how many gated requests were made."""
     pairs: list[tuple[Result, Result]] = []
     for _ in range(rounds):
         pairs.append(
             (
-                run_load(bare, "/page", seconds, connections, {}),
-                run_load(gated, path, seconds, connections, headers),
+                run_load(bare, "/page", seconds, connections, {}, many_clients),
+                run_load(gated, path, seconds, connections, headers, many_clients),
             )
         )
     med = statistics.median
@@ -95,7 +103,14 @@ def side_by_side(
         "p99_ratio": round(med(g.p99_ms / b.p99_ms for b, g in pairs), 2),
         "gated_p50_ms": round(med(g.p50_ms for _, g in pairs), 2),
         "errors": sum(b.errors + g.errors for b, g in pairs),
-    }
+    }, sum(g.requests for _, g in pairs)
+
+
+async def line_length(url: str) -> int:
+    store = Store(aioredis.Redis.from_url(url))
+    stats = await store.stats("bench-join")
+    await store.aclose()
+    return int(stats["waiting"]) + int(stats["active"])
 
 
 async def fill(url: str, count: int) -> None:
@@ -169,6 +184,7 @@ TARGETS = [
     ("polling", "throughput_ratio", ">=", 0.80),
     ("joining", "throughput_ratio", ">=", 0.60),
     ("joining", "gated_p99_ms", "<=", 10.0),
+    ("joining", "joined_share", ">=", 0.999),
     ("million", "poll_p99_ms", "<=", 2.0),
     ("million", "admission_step_ms", "<=", 10.0),
     ("million", "memory_bytes_per_waiting_visitor", "<=", 250.0),
@@ -197,14 +213,18 @@ def main(argv: list[str] | None = None) -> int:
             admitted = {"Cookie": cookie(gated, "/page", "bench-in", 1)}
             waiting = {"Cookie": cookie(gated, "/wait", "bench-wait", 2)}
             scenarios = {
-                "admitted": ("/page", admitted),
-                "polling": ("/_queuegate/status/bench-wait", waiting),
-                "joining": ("/join", {}),
+                "admitted": ("/page", admitted, False),
+                "polling": ("/_queuegate/status/bench-wait", waiting, False),
+                "joining": ("/join", {}, True),
             }
-            for name, (path, headers) in scenarios.items():
-                report[name] = side_by_side(
-                    bare, gated, path, headers, args.rounds, seconds, args.connections
+            for name, (path, headers, many_clients) in scenarios.items():
+                report[name], requests = side_by_side(
+                    bare, gated, path, headers, args.rounds, seconds, args.connections, many_clients
                 )
+                if name == "joining":
+                    # Each join took a place (none was refused by the limit
+                    # on new places per client, nor failed).
+                    report[name]["joined_share"] = round(asyncio.run(line_length(server.url)) / requests, 3)
                 if not args.json:
                     print(name, report[name], flush=True)
             report["million"] = million(gated, server.url, count, seconds, waiting)
