@@ -11,6 +11,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from queuegate import QueueGate, Room
 
@@ -32,6 +33,7 @@ async def page(request: Request) -> PlainTextResponse:
 
 
 bare = Starlette(routes=[Route("/{name}", page)])
+app: ASGIApp
 
 if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
     app = QueueGate(
