@@ -135,35 +135,39 @@ class AutoPipeline:
             self._timer = None
 
     async def _write_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while not self._closed:
             await self._wake.wait()
             self._wake.clear()
-            batch = [(command, future) for command, future in self._queued if not future.done()]
-            self._queued = []
-            if not batch:
-                continue
-            futures = [future for _, future in batch]
-            link = self._link
-            try:
-                if link is None or link.broken:
-                    link = self._link = _Link(self._make_connection())
-                    await link.connection.connect()  # type: ignore[no-untyped-call]
-                if not link.in_flight:
-                    link.progress = loop.time()
-                link.in_flight.extend(futures)
-                await link.connection.send_packed_command([c for c, _ in batch], check_health=False)
-            except (RedisError, OSError) as exc:
-                if link is not None:
-                    self._break(link, exc)
-                _fail(futures, exc)
-                continue
-            if link.reader is None or link.reader.done():
-                link.reader = asyncio.create_task(self._read_loop(link))
+            batch, self._queued = self._queued, []
+            await self._write(batch)
+            del batch
+
+    async def _write(self, batch: list[tuple[bytes, asyncio.Future[Any]]]) -> None:
+        # A call of its own per batch: nothing of a batch stays referenced by
+        # the loop's frame while it waits for the next one.
+        batch = [(command, future) for command, future in batch if not future.done()]
+        if not batch:
+            return
+        futures = [future for _, future in batch]
+        link = self._link
+        try:
+            if link is None or link.broken:
+                link = self._link = _Link(self._make_connection())
+                await link.connection.connect()  # type: ignore[no-untyped-call]
+            if not link.in_flight and self._loop is not None:
+                link.progress = self._loop.time()
+            link.in_flight.extend(futures)
+            await link.connection.send_packed_command([c for c, _ in batch], check_health=False)
+        except (RedisError, OSError) as exc:
+            if link is not None:
+                self._break(link, exc)
+            _fail(futures, exc)
+            return
+        if link.reader is None or link.reader.done():
+            link.reader = asyncio.create_task(self._read_loop(link))
 
     async def _read_loop(self, link: _Link) -> None:
         loop = asyncio.get_running_loop()
-        deadlines = self._deadlines
         # redis-py's reply parser itself: the connection's read_response()
         # adds a timeout, error wrapping and health checks per reply, which
         # this loop does once for all. With hiredis (a dependency), the
@@ -191,19 +195,25 @@ class AutoPipeline:
             if link.broken:
                 return
             link.progress = loop.time()
-            for reply in replies:
-                future = in_flight.popleft()
-                if future.done():
-                    continue  # its caller gave up; the reply is dropped, in order
-                if isinstance(reply, ResponseError):
-                    future.set_exception(reply)
-                else:
-                    future.set_result(reply)
-            # Calls answered are forgotten at once: a second's worth of them
-            # kept until their deadline would outlive the young GC generations
-            # and bring on full collections (the latency tail).
-            while deadlines and deadlines[0][1].done():
-                deadlines.popleft()
+            self._answer(in_flight, replies)
+
+    def _answer(self, in_flight: deque[asyncio.Future[Any]], replies: list[Any]) -> None:
+        """Resolve the oldest calls in flight with ``replies``, in order. (Not
+        in the read loop itself, whose frame would keep the last one.)"""
+        for reply in replies:
+            future = in_flight.popleft()
+            if future.done():
+                continue  # its caller gave up; the reply is dropped, in order
+            if isinstance(reply, ResponseError):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+        # Calls answered are forgotten at once: a second's worth of them kept
+        # until their deadline would outlive the young GC generations and
+        # bring on full collections (the latency tail).
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][1].done():
+            deadlines.popleft()
 
     def _break(self, link: _Link, exc: BaseException) -> None:
         """The link is broken or silent: its commands in flight fail, and the

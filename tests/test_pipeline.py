@@ -1,0 +1,79 @@
+"""The pipelined connection every script call of a process shares: each caller
+gets its own reply, in order, whatever else is in the same batch (error
+replies, callers who gave up), and nothing of an answered call is kept."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from queuegate.pipeline import AutoPipeline, pack
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def pipe(redis_url: str) -> AsyncIterator[AutoPipeline]:
+    client = aioredis.Redis.from_url(redis_url)
+    pool = client.connection_pool
+    pipeline = AutoPipeline(lambda: pool.connection_class(**pool.connection_kwargs), 2.0, 4.0)
+    yield pipeline
+    await pipeline.aclose()
+    await client.aclose()
+
+
+async def test_each_caller_gets_its_own_reply_with_errors_in_the_same_batch(pipe: AutoPipeline) -> None:
+    await pipe.send(pack("SET", "text", "not a list"))
+    # One batch: counters, and commands that fail (a list command on a
+    # string) between them.
+    calls = []
+    for i in range(600):
+        if i % 5 == 3:
+            calls.append(pipe.send(pack("LPUSH", "text", "x")))
+        else:
+            calls.append(pipe.send(pack("INCR", "counter")))
+    replies = await asyncio.gather(*calls, return_exceptions=True)
+    counts = []
+    for i, reply in enumerate(replies):
+        if i % 5 == 3:
+            assert isinstance(reply, ResponseError)
+            assert "WRONGTYPE" in str(reply)
+        else:
+            assert isinstance(reply, int)
+            counts.append(reply)
+    assert counts == list(range(1, len(counts) + 1))  # in the order sent
+
+
+async def test_callers_who_gave_up_do_not_shift_the_replies_of_others(pipe: AutoPipeline) -> None:
+    # Redis is held by a slow script while the batch goes out, so the callers
+    # below give up after their commands were written, before any reply.
+    slow = pipe.send(pack("EVAL", "local t = redis.call('TIME') while true do "
+                          "local n = redis.call('TIME') if (n[1] - t[1]) * 1000000 + n[2] - t[2] "
+                          "> 100000 then return 1 end end", 0))  # fmt: skip
+    calls = [pipe.send(pack("INCR", "counter")) for _ in range(200)]
+    await asyncio.sleep(0.02)  # written, not answered
+    for i, call in enumerate(calls):
+        if i % 7 == 0:
+            call.cancel()
+    assert await slow == 1
+    kept = [(i, call) for i, call in enumerate(calls) if i % 7 != 0]
+    replies = await asyncio.gather(*(call for _, call in kept))
+    # Every caller still there got the value of its own INCR.
+    assert replies == [i + 1 for i, _ in kept]
+
+
+async def test_an_answered_call_is_not_kept(pipe: AutoPipeline) -> None:
+    # Kept until its deadline, every answered call of a busy second would
+    # outlive the young GC generations (and bring on full collections).
+    calls = [pipe.send(pack("INCR", "counter")) for _ in range(100)]
+    refs = [weakref.ref(call) for call in calls]
+    for call in calls:
+        await call
+    del calls, call
+    await asyncio.sleep(0)  # the event loop lets go of the handle that woke this test
+    assert sum(ref() is not None for ref in refs) == 0
