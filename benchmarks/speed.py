@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import platform
 import statistics
@@ -24,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +43,45 @@ from .loadgen import Result, run_load
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@dataclass(frozen=True)
+class Served:
+    port: int
+    pid: int
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far; NaN where /proc
+    cannot tell."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def redis_cpu_seconds(url: str) -> float:
+    with redis.Redis.from_url(url) as client:
+        info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+@dataclass(frozen=True)
+class Run:
+    load: Result
+    app_cpu_us: float  # the server process's CPU per request
+    redis_cpu_us: float  # Redis's CPU per request
+
+
+def measured(served: Served, redis_url: str, path: str, *load: Any) -> Run:
+    app, server = cpu_seconds(served.pid), redis_cpu_seconds(redis_url)
+    result = run_load(served.port, path, *load)
+    app, server = cpu_seconds(served.pid) - app, redis_cpu_seconds(redis_url) - server
+    count = max(1, result.requests)
+    return Run(result, app / count * 1e6, server / count * 1e6)
+
+
 @contextmanager
-def uvicorn_server(mode: str, redis_url: str) -> Iterator[int]:
+def uvicorn_server(mode: str, redis_url: str) -> Iterator[Served]:
     port = free_port()
     env = {**os.environ, "QUEUEGATE_BENCH_MODE": mode, "QUEUEGATE_REDIS_URL": redis_url}
     command = [
@@ -60,7 +99,7 @@ def uvicorn_server(mode: str, redis_url: str) -> Iterator[int]:
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise RuntimeError(f"uvicorn ({mode}) did not start") from None
                 time.sleep(0.1)
-        yield port
+        yield Served(port, process.pid)
     finally:
         process.terminate()
         process.wait(10)
@@ -75,8 +114,9 @@ def cookie(port: int, path: str, room: str, visits: int) -> str:
 
 
 def side_by_side(
-    bare: int,
-    gated: int,
+    bare: Served,
+    gated: Served,
+    redis_url: str,
     path: str,
     headers: dict[str, str],
     rounds: int,
@@ -85,25 +125,31 @@ def side_by_side(
     many_clients: bool = False,
 ) -> tuple[dict[str, Any], int]:
     """The figures of the scenario, and how many gated requests were made."""
-    pairs: list[tuple[Result, Result]] = []
+    pairs: list[tuple[Run, Run]] = []
     for _ in range(rounds):
         pairs.append(
             (
-                run_load(bare, "/page", seconds, connections, {}, many_clients),
-                run_load(gated, path, seconds, connections, headers, many_clients),
+                measured(bare, redis_url, "/page", seconds, connections, {}, many_clients),
+                measured(gated, redis_url, path, seconds, connections, headers, many_clients),
             )
         )
     med = statistics.median
+    loads = [(bare_run.load, gated_run.load) for bare_run, gated_run in pairs]
     return {
-        "bare_rps": round(med(b.requests_per_second for b, _ in pairs)),
-        "gated_rps": round(med(g.requests_per_second for _, g in pairs)),
-        "throughput_ratio": round(med(g.requests_per_second / b.requests_per_second for b, g in pairs), 3),
-        "bare_p99_ms": round(med(b.p99_ms for b, _ in pairs), 2),
-        "gated_p99_ms": round(med(g.p99_ms for _, g in pairs), 2),
-        "p99_ratio": round(med(g.p99_ms / b.p99_ms for b, g in pairs), 2),
-        "gated_p50_ms": round(med(g.p50_ms for _, g in pairs), 2),
-        "errors": sum(b.errors + g.errors for b, g in pairs),
-    }, sum(g.requests for _, g in pairs)
+        "bare_rps": round(med(b.requests_per_second for b, _ in loads)),
+        "gated_rps": round(med(g.requests_per_second for _, g in loads)),
+        "throughput_ratio": round(med(g.requests_per_second / b.requests_per_second for b, g in loads), 3),
+        "bare_p99_ms": round(med(b.p99_ms for b, _ in loads), 2),
+        "gated_p99_ms": round(med(g.p99_ms for _, g in loads), 2),
+        "p99_ratio": round(med(g.p99_ms / b.p99_ms for b, g in loads), 2),
+        "gated_p50_ms": round(med(g.p50_ms for _, g in loads), 2),
+        # Where the time goes: the app process's CPU per request, bare and
+        # gated, and Redis's per gated request.
+        "bare_app_cpu_us": round(med(b.app_cpu_us for b, _ in pairs), 1),
+        "gated_app_cpu_us": round(med(g.app_cpu_us for _, g in pairs), 1),
+        "redis_cpu_us": round(med(g.redis_cpu_us for _, g in pairs), 1),
+        "errors": sum(b.errors + g.errors for b, g in loads),
+    }, sum(g.requests for _, g in loads)
 
 
 async def line_length(url: str) -> int:
@@ -210,8 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     with EmbeddedServer(server_binary("path")) as server:
         report["redis"] = server.version().split(" sha=")[0]
         with uvicorn_server("bare", server.url) as bare, uvicorn_server("gated", server.url) as gated:
-            admitted = {"Cookie": cookie(gated, "/page", "bench-in", 1)}
-            waiting = {"Cookie": cookie(gated, "/wait", "bench-wait", 2)}
+            admitted = {"Cookie": cookie(gated.port, "/page", "bench-in", 1)}
+            waiting = {"Cookie": cookie(gated.port, "/wait", "bench-wait", 2)}
             scenarios = {
                 "admitted": ("/page", admitted, False),
                 "polling": ("/_queuegate/status/bench-wait", waiting, False),
@@ -219,7 +265,15 @@ def main(argv: list[str] | None = None) -> int:
             }
             for name, (path, headers, many_clients) in scenarios.items():
                 report[name], requests = side_by_side(
-                    bare, gated, path, headers, args.rounds, seconds, args.connections, many_clients
+                    bare,
+                    gated,
+                    server.url,
+                    path,
+                    headers,
+                    args.rounds,
+                    seconds,
+                    args.connections,
+                    many_clients,
                 )
                 if name == "joining":
                     # Each join took a place (none was refused by the limit
@@ -227,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                     report[name]["joined_share"] = round(asyncio.run(line_length(server.url)) / requests, 3)
                 if not args.json:
                     print(name, report[name], flush=True)
-            report["million"] = million(gated, server.url, count, seconds, waiting)
+            report["million"] = million(gated.port, server.url, count, seconds, waiting)
     report["seconds"] = round(time.monotonic() - started)
     report["targets"] = [
         {
@@ -248,14 +302,25 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_table(report: dict[str, Any]) -> None:
     print(f"\nmachine: {report['machine']}; {report['redis']}; load from {report['load']}")
-    columns = ("bare req/s", "gated req/s", "ratio", "bare p99", "gated p99")
+    columns = (
+        "bare req/s",
+        "gated req/s",
+        "ratio",
+        "bare p99",
+        "gated p99",
+        "app µs bare",
+        "gated",
+        "redis µs",
+    )
     print(f"{'scenario':<10} " + " ".join(f"{c:>11}" for c in columns))
     for name in ("admitted", "polling", "joining"):
         r = report[name]
         print(
             f"{name:<10} {r['bare_rps']:>11} {r['gated_rps']:>11} {r['throughput_ratio']:>11} "
-            f"{r['bare_p99_ms']:>9}ms {r['gated_p99_ms']:>9}ms"
+            f"{r['bare_p99_ms']:>9}ms {r['gated_p99_ms']:>9}ms {r['bare_app_cpu_us']:>11} "
+            f"{r['gated_app_cpu_us']:>11} {r['redis_cpu_us']:>11}"
         )
+    print("(app µs: the server process's CPU per request; redis µs: Redis's per gated request)")
     m = report["million"]
     print(
         f"\n{m['waiting']:,} waiting: a status poll at the back takes p50 {m['poll_p50_ms']} ms, "
