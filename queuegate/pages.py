@@ -25,7 +25,7 @@ from .store import Outcome
 __all__ = ["Page", "Pages", "eta_text"]
 
 Headers = list[tuple[bytes, bytes]]
-_JSON = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps with options makes one a call
+_JSON = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps with options makes one per call
 
 MESSAGES = {
     "closed": (
