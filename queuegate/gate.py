@@ -180,6 +180,7 @@ class QueueGate:
         self._no_bypass = not (self._bypass_paths or self._bypass_secret or self._bypass_networks)
         self._trusted = [ipaddress.ip_network(n, strict=False) for n in settings.trusted_proxies]
         self._client_of = lru_cache(maxsize=65_536)(self._resolve_client)
+        self._hop = lru_cache(maxsize=4096)(self._parse_hop)
         secure = "; Secure" if settings.cookie_secure else ""
         self._cookie_flags = f"; Path=/; Max-Age={settings.cookie_max_age}; HttpOnly; SameSite=Lax{secure}"
         self._cookie_clear = f"=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
@@ -294,21 +295,30 @@ class QueueGate:
 
     def _resolve_client(self, peer: str, forwarded: bytes | None) -> str:
         # Parsing addresses costs more than the rest of an admitted request's
-        # own work: the answers are cached (see __init__).
+        # own work: the answers are cached (see __init__), and so is each hop
+        # (behind a proxy, every new client comes through the same one).
         chain = [peer] if forwarded is None else [*forwarded.decode("latin-1").split(","), peer]
         address = None
         for hop in reversed(chain):
-            try:
-                address = ipaddress.ip_address(hop.strip())
-            except ValueError:
+            parsed, trusted = self._hop(hop.strip())
+            if parsed is None:
                 break
-            if not any(address in network for network in self._trusted):
+            address = parsed
+            if not trusted:
                 break
         if address is None:
             return "unknown"
         if address.version == 6:
             return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address) + "/64"
         return str(address)
+
+    def _parse_hop(self, text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address | None, bool]:
+        """An address and whether it is a trusted proxy's; ``None`` if it is none."""
+        try:
+            address = ipaddress.ip_address(text)
+        except ValueError:
+            return None, False
+        return address, any(address in network for network in self._trusted)
 
     def _store_failed(self, room: Room, exc: StoreError) -> None:
         """Redis did not answer: count it, and log it once per burst."""

@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib.resources import files
 from string import Template
 from typing import Any
@@ -73,6 +74,16 @@ def eta_text(eta_ms: int) -> str:
     if minutes < 90:
         return f"about {minutes} minute{'s' if minutes != 1 else ''}"
     return f"about {math.ceil(minutes / 60)} hours"
+
+
+# A page's values are mostly the same from one visitor to the next (title,
+# links, labels, estimates, the clock's second): escaped and formatted once.
+_escaped = lru_cache(maxsize=4096)(html.escape)
+
+
+@lru_cache(maxsize=16)
+def _clock(second: int) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(second))
 
 
 def _ahead_text(ahead: int) -> str:
@@ -263,16 +274,15 @@ class Pages:
         leave_url: str,
         values: Mapping[str, Any],
     ) -> bytes:
-        updated = time.strftime("%H:%M:%S UTC", time.gmtime(outcome.now_ms / 1000))
         every = {
             "title": title,
             "status_url": status_url,
             "leave_url": leave_url,
             "poll_seconds": poll,
-            "updated": updated,
+            "updated": _clock(outcome.now_ms // 1000),
             **values,
         }
-        escaped = {k: html.escape(str(v)) for k, v in every.items()}
+        escaped = {k: _escaped(str(v)) for k, v in every.items()}
         return template.fill({**escaped, "style": self._style}).encode()
 
     def state(self, room: str, state: str, status: int = 200, **extra: Any) -> Page:

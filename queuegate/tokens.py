@@ -15,6 +15,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from itsdangerous import BadData, TimestampSigner
 
@@ -32,6 +33,21 @@ def new_visitor_id() -> str:
             return visitor
 
 
+class _Signer(TimestampSigner):
+    """itsdangerous's TimestampSigner, deriving each key once: it derives the
+    key (a hash of salt and secret) again on every signature."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._derived: dict[str | bytes | None, bytes] = {}
+
+    def derive_key(self, secret_key: str | bytes | None = None) -> bytes:
+        derived = self._derived.get(secret_key)
+        if derived is None:
+            derived = self._derived[secret_key] = super().derive_key(secret_key)
+        return derived
+
+
 class Tokens:
     def __init__(self, secret_keys: Sequence[str], max_age: int) -> None:
         # itsdangerous signs with the last key and verifies with all of them;
@@ -43,7 +59,7 @@ class Tokens:
         self._verified: dict[tuple[str, str], tuple[str, str | None, float]] = {}
 
     def _make_signer(self, room: str) -> TimestampSigner:
-        return TimestampSigner(self._keys, salt=f"queuegate.room.{room}", digest_method=hashlib.sha256)
+        return _Signer(self._keys, salt=f"queuegate.room.{room}", digest_method=hashlib.sha256)
 
     def user_hash(self, user_id: str, key: bytes | None = None) -> str:
         """A keyed hash standing for a user id in tokens and Redis keys (made
