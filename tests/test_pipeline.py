@@ -50,13 +50,15 @@ async def test_each_caller_gets_its_own_reply_with_errors_in_the_same_batch(pipe
 
 
 async def test_callers_who_gave_up_do_not_shift_the_replies_of_others(pipe: AutoPipeline) -> None:
-    # Redis is held by a slow script while the batch goes out, so the callers
-    # below give up after their commands were written, before any reply.
+    # Redis is held by a slow script (0.3 s) while the batch goes out, so the
+    # callers below give up after their commands were written, before any
+    # reply. (Connected first, so that writing is all that is left to do.)
+    assert await pipe.send(pack("PING")) == b"PONG"
     slow = pipe.send(pack("EVAL", "local t = redis.call('TIME') while true do "
                           "local n = redis.call('TIME') if (n[1] - t[1]) * 1000000 + n[2] - t[2] "
-                          "> 100000 then return 1 end end", 0))  # fmt: skip
+                          "> 300000 then return 1 end end", 0))  # fmt: skip
     calls = [pipe.send(pack("INCR", "counter")) for _ in range(200)]
-    await asyncio.sleep(0.02)  # written, not answered
+    await asyncio.sleep(0.1)  # written, not answered
     for i, call in enumerate(calls):
         if i % 7 == 0:
             call.cancel()
