@@ -258,7 +258,7 @@ class Pages:
             "opens_in_ms": opens_in,
             "countdown": f"{seconds // 60}:{seconds % 60:02d}",
             "line": outcome.line,
-            "opens_at": time.strftime("%H:%M:%S UTC", time.gmtime(outcome.opens_at_ms / 1000)),
+            "opens_at": _clock(outcome.opens_at_ms // 1000),
             "seed_sha256": outcome.seed_sha256,
         }
         body = self._render(self._prequeue_page, title, outcome, poll, status_url, leave_url, values)

@@ -149,15 +149,17 @@ class AutoPipeline:
         their commands before starting on the first: a long batch of slow
         scripts (polls, joins) left the app idle for a quarter of the time."""
         link = self._link
-        writer = None if link is None or not link.connected else getattr(link.connection, "_writer", None)
-        if link is None or link.broken or writer is None:
+        if link is None or link.broken or not link.connected:
+            return False
+        writer = getattr(link.connection, "_writer", None)  # redis-py's StreamWriter
+        if writer is None:
             return False
         batch, self._queued = self._queued, []
         batch = [(command, future) for command, future in batch if not future.done()]
         if batch:
             self._track(link, [future for _, future in batch])
             try:
-                writer.writelines([command for command, _ in batch])  # redis-py's StreamWriter
+                writer.writelines([command for command, _ in batch])
             except (OSError, RuntimeError) as exc:  # the transport is closing
                 self._break(link, exc)
         return True
