@@ -111,9 +111,16 @@ class AutoPipeline:
             future.set_exception(ConnectionError("the pipeline is closed"))
             return future
         self._queued.append((command, future))
-        self._deadlines.append((loop.time() + self._timeout, future))
-        if self._timer is None:
-            self._timer = loop.call_at(self._deadlines[0][0], self._expire)
+        deadline = loop.time() + self._timeout
+        self._deadlines.append((deadline, future))
+        # The timer may be armed for a later moment (the silence check of a
+        # connection whose calls have all timed out): every call gets its
+        # own deadline, however many timed out before it.
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(deadline, self._expire)
         if len(self._queued) >= MAX_BATCH and self._write_now():
             return future
         self._wake.set()

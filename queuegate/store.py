@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -153,11 +154,16 @@ class Store:
         self.client = client
         self.prefix = prefix
         self.timeout = timeout
+        self._timeout_ms = round(timeout * 1000)
         self._scripts = {
             name: "\n".join(_load(f"{part}.lua") for part in parts) for name, parts in SCRIPTS.items()
         }
         self._shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
         self._seeded: set[str] = set()
+        # Redis time minus this process's monotonic time (ms), learnt from
+        # replies; every call's deadline is sent in Redis time (clock.lua).
+        self._offset: int | None = None
+        self._syncing: asyncio.Future[Any] | None = None
         self._loading: dict[str, asyncio.Future[Any]] = {}
         self._pipeline: AutoPipeline | ClusterPipelines
         if isinstance(client, aioredis.RedisCluster):
@@ -236,6 +242,26 @@ class Store:
         seed = secrets.token_hex(16)
         return f"{seed}:{hashlib.sha256(seed.encode()).hexdigest()}"
 
+    def _learn_clock(self, redis_ms: int) -> None:
+        """A reply's Redis time: each sample is at most the true offset (the
+        reply took time to arrive), so the largest is the best; a sample far
+        below it means Redis's clock moved (a failover to another host)."""
+        sample = redis_ms - int(time.monotonic() * 1000)
+        offset = self._offset
+        if offset is None or sample > offset or sample < offset - 1000:
+            self._offset = sample
+
+    async def _sync_clock(self) -> None:
+        """Learn Redis's time once, before the first call that needs a deadline."""
+        syncing = self._syncing
+        if syncing is None or syncing.done():
+            syncing = self._syncing = asyncio.ensure_future(self._pipeline.send(pack("TIME"), self.prefix))
+        try:
+            seconds, micros = await asyncio.shield(syncing)
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        self._learn_clock(int(seconds) * 1000 + int(micros) // 1000)
+
     async def _call(
         self, script: str, room: RoomRef, now: int | None, *args: str, extra_keys: tuple[str, ...] = ()
     ) -> Any:
@@ -243,9 +269,18 @@ class Store:
         # caller and the reply (each await level costs on the way back too).
         name, defaults = (room, "") if isinstance(room, str) else (room.name, room.defaults)
         seed = "" if name in self._seeded else self._seed_offer()
-        command = self._command(
-            script, name, extra_keys, ["" if now is None else str(now), defaults, seed, *args]
-        )
+        if now is not None:
+            clock = str(now)
+        else:
+            offset = self._offset
+            if offset is None:
+                await self._sync_clock()
+                offset = self._offset
+                assert offset is not None
+            # The caller gives up `timeout` from now: a script that starts
+            # later changes nothing (clock.lua).
+            clock = f"d{int(time.monotonic() * 1000) + offset + self._timeout_ms}"
+        command = self._command(script, name, extra_keys, [clock, defaults, seed, *args])
         key = self._keys(name)[0]  # for a cluster's router
         try:
             try:
@@ -288,6 +323,8 @@ class Store:
             "enter", room, now, visitor, "1" if join else "0", ttl, counted, extra_keys=extra
         )
         state, now_ms, who = _text(reply[0]), int(reply[1]), _text(reply[2])
+        if now is None:
+            self._learn_clock(now_ms)
         if state == "active":
             return Outcome("active", now_ms, who, expires_ms=int(reply[3]), joined=reply[4] == 1)
         if state == "waiting":
