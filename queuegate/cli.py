@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     change.add_argument("--sliding", action=argparse.BooleanOptionalAction, help="renew sessions")
     change.add_argument("--abandon", type=float, help="skip waiting visitors silent this long, seconds")
     change.add_argument("--max-step", type=int, dest="max_step", help="most visitors moved per call")
+    change.add_argument("--forget", type=float, help="expire the room this long after its last call, seconds")
     change.add_argument("--status", help="open, paused, queue_all, passthrough or closed")
     change.add_argument("--method", help="fifo or random")
     change.add_argument("--opens-at", dest="opens_at", help="scheduled opening, ISO 8601 with a zone")

@@ -13,7 +13,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -62,7 +62,7 @@ def check_room_setting(name: str, value: Any) -> str:
         return str(_whole(name, value, 1))
     if name in ("per", "session"):
         return str(max(1, round(_seconds(name, value) * 1000)))
-    if name == "abandon":
+    if name in ("abandon", "forget"):
         return str(round(_seconds(name, value, allow_zero=True) * 1000))
     if name == "sliding":
         if not isinstance(value, bool):
@@ -111,7 +111,13 @@ ROOM_SETTINGS = (
     "method",
     "opens_at",
     "client_limit",
+    "forget",
 )
+
+# How long a room made from a template lives on after its last call, beyond
+# its longest session, wait or interval: long enough that nobody inside or in
+# line notices, short enough that values typed into URLs do not pile up.
+FORGET_MARGIN = 3600.0
 
 
 @dataclass(frozen=True)
@@ -135,16 +141,22 @@ class Room:
     arrival. With ``opens_at`` (a time), visitors who come before it wait in a
     pre-queue and get a random order, once, at the opening.
 
+    ``paths`` may be empty for a room used only on routes (``queuegate.gated``,
+    the FastAPI dependency, the Django decorator): the route says where it is.
+
     A name with ``{placeholders}`` is a template: ``Room("ticket-{event}",
     paths=["/tickets/{event}/buy*"])`` gives each event its own line, made on
-    its first visit.
+    its first visit. ``accept(values)``, given the placeholders' values, says
+    which make a room (others get a 404 from the gate and create nothing); a
+    derived room nobody calls for ``forget`` seconds expires with its keys
+    (default: its longest session, wait or interval plus an hour; 0 = never).
 
     These are the room's defaults; values changed at run time (see
     ``RoomControl.configure``) are kept in Redis and take precedence.
     """
 
     name: str
-    paths: Sequence[str]
+    paths: Sequence[str] = ()
     rate: int = 0
     per: float = 60.0
     capacity: int = 0
@@ -159,6 +171,8 @@ class Room:
     method: str = "fifo"
     opens_at: datetime | float | str | None = None
     client_limit: int = 300
+    accept: Callable[[Mapping[str, str]], bool] | None = None
+    forget: float | None = None
     defaults: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -169,8 +183,8 @@ class Room:
                 "Room name must be 1-100 letters, digits, '-' or '_', with {placeholders} "
                 f"counted as 40, got {self.name!r}"
             )
-        if isinstance(self.paths, str) or not self.paths:
-            raise ConfigError(f"{where}: paths must be a non-empty list of patterns like '/checkout*'")
+        if isinstance(self.paths, str):
+            raise ConfigError(f"{where}: paths must be a list of patterns like ['/checkout*']")
         for pattern in self.paths:
             if not isinstance(pattern, str) or not pattern.startswith("/"):
                 raise ConfigError(f"{where}: each path pattern must start with '/', got {pattern!r}")
@@ -190,6 +204,11 @@ class Room:
             raise ConfigError(f"{where}: title must be a string, got {self.title!r}")
         if self.fail not in ("closed", "open"):
             raise ConfigError(f"{where}: fail must be 'closed' or 'open', got {self.fail!r}")
+        if self.accept is not None and (not callable(self.accept) or not self.placeholders):
+            raise ConfigError(f"{where}: accept must be a function of a template room's values")
+        if self.forget is None:
+            longest = max(self.session, self.abandon, self.per) + FORGET_MARGIN
+            object.__setattr__(self, "forget", longest if self.placeholders else 0)
         try:
             args = tuple(check_room_setting(name, getattr(self, name)) for name in ROOM_SETTINGS)
         except ConfigError as exc:

@@ -15,7 +15,7 @@
 --   ARGV[2] the room's defaults from code, comma-separated in this order:
 --           rate, per (ms), capacity, session (ms), sliding (0/1),
 --           abandon (ms), max_step, status, method, opens_at (ms, 0 = none),
---           client_limit.
+--           client_limit, forget (ms, 0 = never).
 --           Stored in the state hash when they change; "" (the console)
 --           uses the stored ones. Fields set by `configure` override them.
 --   ARGV[3] "seed:sha256" a fresh secret the room adopts if it has none, or ""
@@ -34,11 +34,14 @@
 --   opens_at  before this time visitors wait in a pre-queue; at the opening
 --             the pre-queue is shuffled once, reproducibly from the seed
 --   client_limit  most new places one client address may take a minute, 0 = no limit
+--   forget    a room nobody calls for this long expires with all its keys (ms;
+--             0 = never). Set for rooms made from a template, so that every
+--             value someone puts in a URL does not leave keys forever.
 
 local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
 local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
-  'max_step', 'status', 'method', 'opens_at', 'client_limit'}
+  'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget'}
 
 local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS))
 
@@ -50,7 +53,7 @@ elseif defaults ~= conf[1] then
   redis.call('HSET', KEYS[5], 'defaults', defaults)
 end
 local default = {string.match(defaults,
-  '^([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*)$')}
+  '^([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*)$')}
 local setting = {}
 for i, name in ipairs(SETTINGS) do setting[name] = conf[1 + i] or default[i] end
 
@@ -65,6 +68,7 @@ local status = setting.status
 local method = setting.method
 local opens_at = tonumber(setting.opens_at)
 local client_limit = tonumber(setting.client_limit)
+local forget = tonumber(setting.forget)
 
 -- The room's running state, read by advance() (a visitor who is simply
 -- inside never needs it).
@@ -343,6 +347,9 @@ local function poll_after(wait)
 end
 
 local function save_state()
+  if forget > 0 then
+    for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], forget) end
+  end
   if dirty then
     if rate > 0 then
       redis.call('HSET', KEYS[5], 'tokens', tokens, 'refill_at', refill_at)

@@ -12,12 +12,17 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
   if expiry ~= nil and expiry > now then
     -- Only three settings matter here: run-time values, else the defaults.
     local set = redis.call('HMGET', KEYS[5], 'session', 'sliding', 'status')
-    local session, sliding, status = string.match(ARGV[2],
-      '^[^,]*,[^,]*,[^,]*,([^,]*),([^,]*),[^,]*,[^,]*,([^,]*)')
+    local session, sliding, status, forget = string.match(ARGV[2],
+      '^[^,]*,[^,]*,[^,]*,([^,]*),([^,]*),[^,]*,[^,]*,([^,]*),[^,]*,[^,]*,[^,]*,([^,]*)$')
     if (set[3] or status) ~= 'passthrough' then
       if tonumber(set[2] or sliding) == 1 then
         expiry = now + tonumber(set[1] or session)
         redis.call('ZADD', KEYS[4], expiry, ARGV[4])
+        if tonumber(forget) > 0 then
+          -- A derived room kept busy only by sliding sessions stays alive.
+          redis.call('PEXPIRE', KEYS[4], forget)
+          redis.call('PEXPIRE', KEYS[5], forget)
+        end
       end
       return {'active', now, ARGV[4], expiry, 0}
     end
