@@ -1,35 +1,37 @@
 """The gate: a pure ASGI middleware in front of the protected paths.
 
-Per gated request: match the path to a room, skip it if a bypass rule says
-so, read the room's signed cookie, make one script call, then forward
-(active) or answer with the waiting page or JSON. Everything that can be
-prepared is prepared in ``__init__``.
+Per request (http or websocket): match a form of the path to a room (see
+``paths`` and ``rooms``), skip it if a bypass rule says so, read the room's
+signed cookie, make one script call, then forward (active) or answer with
+the waiting page or JSON (an http request) or refuse the handshake (a
+websocket). The same decision serves route-bound gating (``queuegate.routes``
+and the integrations), which runs after the app's router. Everything that can
+be prepared is prepared in ``__init__``.
 """
 
 from __future__ import annotations
 
 import hmac
-import inspect
 import ipaddress
 import logging
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import redis.asyncio as aioredis
-from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .pages import Page, Pages
-from .paths import compile_patterns, normalise
+from .clients import ClientAddresses
+from .pages import Headers, Page, Pages
+from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
 from .store import Client, Outcome, Store, StoreError, connect
 from .tokens import Tokens, new_visitor_id
+from .visitors import Identify, Visitor, Visitors
 
 __all__ = ["Admission", "Identify", "QueueGate", "admission"]
 
@@ -38,8 +40,15 @@ logger = logging.getLogger("queuegate")
 FAILURE_LOG_INTERVAL = 10.0  # seconds; one log line per burst of Redis failures
 UNAVAILABLE_RETRY = 5  # seconds a client should wait after a failed check
 BYPASS_HEADER = b"x-queuegate-bypass"
+POLICY_VIOLATION = 1008  # websocket close code for a handshake refused before accept
 
-Identify = Callable[[Request], Awaitable[str | None] | str | None]
+# Where the gate that saw a request leaves itself (and the root path the
+# request had there) for route-bound gating further in.
+GATE_KEY = "queuegate.gate"
+# Headers (a new cookie) route-bound gating asks the gate to add to the app's
+# response, and an answer that replaces it (FastAPI's dependency raises).
+HEADERS_KEY = "queuegate.headers"
+ANSWER_KEY = "queuegate.answer"
 
 
 @dataclass(slots=True)
@@ -56,20 +65,24 @@ class Admission:
         return await self.gate.rooms[self.room].release(self.visitor)
 
 
-@dataclass(slots=True)
-class _Visitor:
-    visitor: str | None  # from a valid token, else None (a newcomer)
-    user_hash: str | None  # the signed-in user, keyed-hashed
-    refused: bool = False  # the token belongs to another user
-    unbound: bool = False  # an anonymous token, now presented by a signed-in user
-
-
 def admission(request: Any) -> Admission | None:
     """The admission of a request (a Starlette ``Request`` or an ASGI scope),
     or ``None`` when the path is not gated or the store failed open."""
     scope = getattr(request, "scope", request)
     found = scope.get("queuegate") if isinstance(scope, Mapping) else None
     return found if isinstance(found, Admission) else None
+
+
+def gate_of(scope: Scope) -> tuple[QueueGate, str]:
+    """The gate in front of a request, and the root path it saw the request
+    at (where its endpoints are); for route-bound gating."""
+    found = scope.get(GATE_KEY)
+    if found is None:
+        raise RuntimeError(
+            "queuegate: this route is gated, but no QueueGate middleware is in front of the app "
+            "(add app.add_middleware(QueueGate, rooms=[...], ...) or wrap the ASGI app)"
+        )
+    return found  # type: ignore[no-any-return]
 
 
 def _wants_json(scope: Scope) -> bool:
@@ -79,27 +92,44 @@ def _wants_json(scope: Scope) -> bool:
     return False
 
 
-@lru_cache(maxsize=10_000)
-def _cookie_pattern(name: str) -> re.Pattern[bytes]:
-    return re.compile(rb"(?:^|[;,]\s*)" + re.escape(name.encode()) + rb"=([^;,\s]*)")
-
-
-def _cookie(scope: Scope, name: str) -> str | None:
-    """One cookie's value from the request's Cookie header(s), or ``None``.
-    (A regex over the raw header: the gate reads one cookie per request.)"""
-    pattern = _cookie_pattern(name)
-    for header, value in scope["headers"]:
-        if header == b"cookie":
-            found = pattern.search(value)
-            if found:
-                return found[1].decode("latin-1")
-    return None
+def _same_origin(scope: Scope) -> bool:
+    """Whether a browser says this request comes from the site itself (for
+    the leave endpoint: SameSite=Lax still sends the cookie from a sibling
+    subdomain). Sec-Fetch-Site decides when present; else Origin must name
+    the request's own host; a client that sends neither is not a browser
+    acting for a third-party page."""
+    origin = host = None
+    for name, value in scope["headers"]:
+        if name == b"sec-fetch-site":
+            return value in (b"same-origin", b"none")
+        if name == b"origin":
+            origin = value
+        elif name == b"host":
+            host = value
+    if origin is None:
+        return True
+    return host is not None and origin.partition(b"://")[2] == host
 
 
 async def _send_page(page: Page, send: Send, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     headers = [*page.headers, *extra, (b"content-length", str(len(page.body)).encode())]
     await send({"type": "http.response.start", "status": page.status, "headers": headers})
     await send({"type": "http.response.body", "body": page.body})
+
+
+async def _deny_websocket(scope: Scope, receive: Receive, send: Send, page: Page) -> None:
+    """Refuse a websocket handshake: with the gate's answer as an HTTP
+    response where the server supports it, else a close before accept
+    (which servers turn into a 403)."""
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    if "websocket.http.response" in scope.get("extensions", {}):
+        headers = [*page.headers, (b"content-length", str(len(page.body)).encode())]
+        await send({"type": "websocket.http.response.start", "status": 403, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": page.body})
+    else:
+        await send({"type": "websocket.close", "code": POLICY_VIOLATION})
 
 
 class QueueGate:
@@ -169,21 +199,19 @@ class QueueGate:
                 "client) or set QUEUEGATE_REDIS_URL"
             )
         self.settings = settings
-        self.identify = identify
         self.store = Store(client, settings.prefix, settings.timeout)
         self.rooms = Rooms(settings.rooms, self.store)
         self.tokens = Tokens(settings.secret_keys, settings.cookie_max_age)
+        self.visitors = Visitors(self.tokens, identify, settings.cookie_max_age, settings.cookie_secure)
+        self.client_address = ClientAddresses(settings.trusted_proxies)
         self.pages = Pages(settings.waiting_status, waiting_template)
         self._bypass_paths = compile_patterns(settings.bypass_paths)
         self._bypass_secret = None if settings.bypass_secret is None else settings.bypass_secret.encode()
         self._bypass_networks = [ipaddress.ip_network(n, strict=False) for n in settings.bypass_networks]
         self._no_bypass = not (self._bypass_paths or self._bypass_secret or self._bypass_networks)
-        self._trusted = [ipaddress.ip_network(n, strict=False) for n in settings.trusted_proxies]
-        self._client_of = lru_cache(maxsize=65_536)(self._resolve_client)
-        self._hop = lru_cache(maxsize=4096)(self._parse_hop)
-        secure = "; Secure" if settings.cookie_secure else ""
-        self._cookie_flags = f"; Path=/; Max-Age={settings.cookie_max_age}; HttpOnly; SameSite=Lax{secure}"
-        self._cookie_clear = f"=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
+        # Rooms without paths are used on routes: their new cookies (and
+        # FastAPI's answers) reach the response through this middleware.
+        self._route_bound = any(not room.paths for room in settings.rooms)
         self._endpoint = re.compile(re.escape(settings.endpoint) + r"/(status|leave)/([A-Za-z0-9_-]{1,100})")
         self._endpoint_prefix = settings.endpoint + "/"
         self.counters = {"failed_open": 0, "failed_closed": 0, "refused": 0, "bypassed": 0}
@@ -192,51 +220,60 @@ class QueueGate:
     # -- routing -----------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        kind = scope["type"]
+        if kind == "http" or kind == "websocket":
             path = scope["path"]
-            if path.startswith(self._endpoint_prefix):
-                found = self._endpoint.fullmatch(path)
-                if found:
-                    await self._serve_endpoint(found[1], found[2], scope, send)
-                    return
-            canonical = normalise(path)
-            room = self.rooms.match(canonical, scope["method"])
-            if room is not None and not self._bypassed(canonical, scope):
-                await self._gate(room, scope, receive, send)
+            root = scope.get("root_path", "")
+            scope[GATE_KEY] = (self, root)
+            if kind == "http":
+                route = route_path(path, root) if root else path
+                if route.startswith(self._endpoint_prefix):
+                    found = self._endpoint.fullmatch(route)
+                    if found:
+                        await self._serve_endpoint(found[1], found[2], scope, send)
+                        return
+            # A websocket handshake is a GET.
+            room = self.rooms.match(path, scope.get("method", "GET"), root)
+            if room is not None and not self._bypassed(scope):
+                await self._gate(room, scope, receive, send, self.app)
                 return
-        elif scope["type"] == "lifespan" and self._owns_client:
+            if self._route_bound and kind == "http":
+                send = self._route_send(scope, send)
+        elif kind == "lifespan" and self._owns_client:
             await self.app(scope, receive, self._closing_send(send))
             return
         await self.app(scope, receive, send)
 
-    def match(self, path: str, method: str = "GET") -> Room | None:
-        """The room that gates ``path`` (after normalisation), if any."""
-        return self.rooms.match(normalise(path), method)
+    def match(self, path: str, method: str = "GET", root_path: str = "") -> Room | None:
+        """The room that gates a request for ``path``, if any."""
+        return self.rooms.match(path, method, root_path)
 
-    def _bypassed(self, canonical: str, scope: Scope) -> bool:
+    def _bypassed(self, scope: Scope) -> bool:
         if self._no_bypass:
             return False
-        if self._bypass_rule(canonical, scope):
+        if self._bypass_rule(scope):
             self.counters["bypassed"] += 1
             return True
         return False
 
-    def _bypass_rule(self, canonical: str, scope: Scope) -> bool:
-        """Bypass rules, checked before any Redis call: paths, the secret
-        header, client networks (the client address as the server reports it;
-        behind a proxy, let the server trust its forwarded-for header)."""
-        if any(p.fullmatch(canonical) for p in self._bypass_paths):
+    def _bypass_rule(self, scope: Scope) -> bool:
+        """Bypass rules, checked before any Redis call: paths (every form of
+        the path must be a bypassed one, so a spelling that also reaches a
+        gated page is gated), the secret header, client networks (the client
+        address as the server reports it; behind a proxy, let the server
+        trust its forwarded-for header)."""
+        if self._bypass_paths and all(
+            any(p.fullmatch(form) for p in self._bypass_paths)
+            for form in forms(scope["path"], scope.get("root_path", ""))
+        ):
             return True
         if self._bypass_secret is not None:
             for name, value in scope["headers"]:
                 if name == BYPASS_HEADER and hmac.compare_digest(value, self._bypass_secret):
                     return True
-        if self._bypass_networks and scope.get("client"):
-            try:
-                address = ipaddress.ip_address(scope["client"][0])
-            except ValueError:
-                return False
-            return any(address in network for network in self._bypass_networks)
+        if self._bypass_networks:
+            address = self.client_address.peer(scope)
+            return address is not None and any(address in network for network in self._bypass_networks)
         return False
 
     def _closing_send(self, send: Send) -> Send:
@@ -247,78 +284,27 @@ class QueueGate:
 
         return closing_send
 
-    # -- visitors ------------------------------------------------------------
+    def _route_send(self, scope: Scope, send: Send) -> Send:
+        """Adds the headers route-bound gating left in the scope to the app's
+        response, or sends the answer it left instead of the app's."""
 
-    def _set_cookie(self, room: Room, visitor: str, user_hash: str | None) -> tuple[bytes, bytes]:
-        value = f"qg_{room.name}={self.tokens.issue(room.name, visitor, user_hash)}{self._cookie_flags}"
-        return (b"set-cookie", value.encode())
+        async def route_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answer = scope.get(ANSWER_KEY)
+                if answer is not None:
+                    page, headers = answer
+                    await _send_page(page, send, headers)
+                    return
+                extra = scope.get(HEADERS_KEY)
+                if extra:
+                    message = {**message, "headers": [*message.get("headers", ()), *extra]}
+            elif message["type"] == "http.response.body" and scope.get(ANSWER_KEY) is not None:
+                return
+            await send(message)
 
-    def _clear_cookie(self, room: Room) -> tuple[bytes, bytes]:
-        return (b"set-cookie", f"qg_{room.name}{self._cookie_clear}".encode())
+        return route_send
 
-    async def _user(self, scope: Scope) -> str | None:
-        if self.identify is None:
-            return None
-        user = self.identify(Request(scope))
-        if inspect.isawaitable(user):
-            user = await user
-        return user or None
-
-    async def _visitor(self, room: Room, scope: Scope) -> _Visitor:
-        """Who is asking: the token's visitor and the signed-in user, if any.
-
-        A token bound to a user is refused when presented by anyone else
-        (another user, or nobody signed in)."""
-        user = None if self.identify is None else await self._user(scope)
-        user_hash = None if user is None else self.tokens.user_hash(user)
-        token = _cookie(scope, f"qg_{room.name}")
-        found = None if token is None else self.tokens.read(room.name, token)
-        if found is None:
-            return _Visitor(None, user_hash)
-        visitor, bound = found
-        if bound is not None and (user is None or not self.tokens.is_user(bound, user)):
-            return _Visitor(None, user_hash, refused=True)
-        return _Visitor(visitor, user_hash, unbound=bound is None and user_hash is not None)
-
-    def client_address(self, scope: Scope) -> str:
-        """Who is asking, for the per-client limit on new places: the peer's
-        address, or, when the peer is a trusted proxy, the last address in
-        X-Forwarded-For that is not one. An IPv6 client counts as its /64
-        (one household's or phone's whole range)."""
-        peer = (scope.get("client") or ("", 0))[0]
-        forwarded = None
-        if self._trusted:
-            for name, value in scope["headers"]:
-                if name == b"x-forwarded-for":
-                    forwarded = value
-        return self._client_of(peer, forwarded)
-
-    def _resolve_client(self, peer: str, forwarded: bytes | None) -> str:
-        # Parsing addresses costs more than the rest of an admitted request's
-        # own work: the answers are cached (see __init__), and so is each hop
-        # (behind a proxy, every new client comes through the same one).
-        chain = [peer] if forwarded is None else [*forwarded.decode("latin-1").split(","), peer]
-        address = None
-        for hop in reversed(chain):
-            parsed, trusted = self._hop(hop.strip())
-            if parsed is None:
-                break
-            address = parsed
-            if not trusted:
-                break
-        if address is None:
-            return "unknown"
-        if address.version == 6:
-            return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address) + "/64"
-        return str(address)
-
-    def _parse_hop(self, text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address | None, bool]:
-        """An address and whether it is a trusted proxy's; ``None`` if it is none."""
-        try:
-            address = ipaddress.ip_address(text)
-        except ValueError:
-            return None, False
-        return address, any(address in network for network in self._trusted)
+    # -- the decision --------------------------------------------------------
 
     def _store_failed(self, room: Room, exc: StoreError) -> None:
         """Redis did not answer: count it, and log it once per burst."""
@@ -330,8 +316,10 @@ class QueueGate:
                 "queuegate: Redis did not answer for room %r (%s); failing %s", room.name, exc, room.fail
             )
 
-    def _line_page(self, room: Room, outcome: Outcome, as_json: bool, status: int | None = None) -> Page:
-        base = self.settings.endpoint
+    def _line_page(
+        self, room: Room, outcome: Outcome, as_json: bool, root: str, status: int | None = None
+    ) -> Page:
+        base = root + self.settings.endpoint
         return self.pages.waiting(
             room.title or room.name,
             room.name,
@@ -347,28 +335,31 @@ class QueueGate:
             "unavailable", room.name, status=503, as_json=as_json, retry_after=UNAVAILABLE_RETRY
         )
 
-    async def _refuse(self, room: Room, as_json: bool, send: Send) -> None:
+    def _refused(self, room: Room, as_json: bool) -> tuple[Page, Headers]:
         # The cookie is cleared: next time this browser is simply a newcomer.
         self.counters["refused"] += 1
         page = self.pages.message("refused", room.name, status=403, as_json=as_json)
-        await _send_page(page, send, [self._clear_cookie(room)])
+        return page, [self.visitors.clear_cookie(room)]
 
-    # -- the gate ----------------------------------------------------------
-
-    async def _gate(self, room: Room, scope: Scope, receive: Receive, send: Send) -> None:
+    async def decide(self, room: Room, scope: Scope, *, join: bool = True) -> tuple[Page | None, Headers]:
+        """Whether a request may reach the app: ``(None, headers)`` to forward
+        it (adding ``headers`` to the response; ``scope["queuegate"]`` is its
+        :class:`Admission` unless the store failed open), else the gate's
+        answer and its headers. ``join=False``: a visitor with no place is
+        refused instead of joining the line (websockets)."""
         as_json = _wants_json(scope)
-        who = await self._visitor(room, scope)
+        if room.placeholders:  # a template whose `accept` refused the values
+            return self.pages.message("not_found", room.name, status=404, as_json=as_json), []
+        who = await self.visitors.read(room, scope)
         if who.refused:
-            await self._refuse(room, as_json, send)
-            return
+            return self._refused(room, as_json)
         asked = who.visitor or new_visitor_id()
-        # The store is called here, not through a helper: the reply comes
-        # back through every coroutine level between it and this request.
         outcome: Outcome | None
         try:
             outcome = await self.store.enter(
                 room,
                 asked,
+                join=join,
                 user_hash=who.user_hash,
                 user_ttl=self.settings.cookie_max_age,
                 client=self.client_address(scope) if room.client_limit else "",
@@ -378,31 +369,51 @@ class QueueGate:
             outcome = None
         if outcome is None:
             if room.fail == "open":
-                await self.app(scope, receive, send)
-            else:
-                await _send_page(self._unavailable(room, as_json), send)
-            return
+                return None, []
+            return self._unavailable(room, as_json), []
+        return self._answer(room, scope, who, asked, outcome, as_json)
+
+    def _answer(
+        self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
+    ) -> tuple[Page | None, Headers]:
         # A new place in line, a place taken over from another device, or a
         # newly signed-in user: a new cookie, whose age counts from now.
         renew = who.visitor is None or outcome.joined or outcome.visitor != asked or who.unbound
-        cookie = [self._set_cookie(room, outcome.visitor, who.user_hash)] if renew else []
-        if outcome.state in ("active", "pass"):
+        cookie = [self.visitors.set_cookie(room, outcome.visitor, who.user_hash)] if renew else []
+        state = outcome.state
+        if state == "active" or state == "pass":
             scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self)
-            await self.app(scope, receive, self._with_headers(send, cookie))
-        elif outcome.state in ("waiting", "prequeue"):
-            await _send_page(self._line_page(room, outcome, as_json), send, cookie)
-        elif outcome.state == "limited":
+            return None, cookie
+        if state == "waiting" or state == "prequeue":
+            return self._line_page(room, outcome, as_json, scope[GATE_KEY][1]), cookie
+        if state == "limited":
             retry = max(1, math.ceil(outcome.eta_ms / 1000))
-            page = self.pages.message("limited", room.name, status=429, as_json=as_json, retry_after=retry)
-            await _send_page(page, send)
+            return self.pages.message(
+                "limited", room.name, status=429, as_json=as_json, retry_after=retry
+            ), []
+        if state == "none":
+            return self.pages.message("refused", room.name, status=403, as_json=as_json), []
+        status = self.settings.waiting_status
+        return self.pages.message("closed", room.name, status=status, as_json=as_json, retry_after=60), []
+
+    async def _gate(self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+        if scope["type"] == "websocket":
+            # Only an admitted visitor connects; a handshake takes no place.
+            # An open socket is not closed when the session ends later.
+            page, _ = await self.decide(room, scope, join=False)
+            if page is None:
+                await app(scope, receive, send)
+            else:
+                await _deny_websocket(scope, receive, send, page)
+            return
+        page, headers = await self.decide(room, scope)
+        if page is None:
+            await app(scope, receive, self._with_headers(send, headers))
         else:
-            page = self.pages.message(
-                "closed", room.name, status=self.settings.waiting_status, as_json=as_json, retry_after=60
-            )
-            await _send_page(page, send)
+            await _send_page(page, send, headers)
 
     @staticmethod
-    def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    def _with_headers(send: Send, extra: Headers) -> Send:
         if not extra:
             return send
 
@@ -413,6 +424,44 @@ class QueueGate:
 
         return send_with_headers
 
+    # -- route-bound gating ------------------------------------------------
+
+    def route_room(self, name: str, scope: Scope) -> Room:
+        """The room ``name`` for a request a router dispatched (a template's
+        values come from the route's path parameters)."""
+        room = self.rooms.for_route(name, scope.get("path_params") or {})
+        if room is None:
+            raise LookupError(f"queuegate: a route is gated by room {name!r}, but no room has that name")
+        return room
+
+    def already_admitted(self, room: Room, scope: Scope) -> bool:
+        """The middleware gated this request for ``room`` already."""
+        found = scope.get("queuegate")
+        return isinstance(found, Admission) and found.room == room.name
+
+    async def serve_route(self, name: str, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+        """Gate a request that a router dispatched to ``app`` in room ``name``."""
+        room = self.route_room(name, scope)
+        if self.already_admitted(room, scope) or self._bypassed(scope):
+            await app(scope, receive, send)
+        else:
+            await self._gate(room, scope, receive, send, app)
+
+    async def check_route(self, name: str, scope: Scope) -> Page | None:
+        """For integrations that cannot wrap the app's ASGI callable (FastAPI
+        dependencies, Django views): ``None`` when the request may go on (a
+        new cookie is added to the response by the middleware), else the
+        gate's answer, with its headers added to the page's."""
+        room = self.route_room(name, scope)
+        if self.already_admitted(room, scope) or self._bypassed(scope):
+            return None
+        page, headers = await self.decide(room, scope, join=scope["type"] == "http")
+        if page is None:
+            if headers:
+                scope[HEADERS_KEY] = [*scope.get(HEADERS_KEY, ()), *headers]
+            return None
+        return Page(page.status, [*page.headers, *headers], page.body)
+
     # -- the gate's own endpoints -----------------------------------------
 
     async def _serve_endpoint(self, action: str, name: str, scope: Scope, send: Send) -> None:
@@ -421,23 +470,29 @@ class QueueGate:
         if room is None:
             await _send_page(self.pages.message("not_found", name, status=404, as_json=as_json), send)
             return
-        method = scope["method"]
+        method = scope["method"].upper()
         if (action == "status" and method not in ("GET", "HEAD")) or (action == "leave" and method != "POST"):
             allowed = b"GET, HEAD" if action == "status" else b"POST"
             page = self.pages.state(name, "method_not_allowed", 405)
             await _send_page(page, send, [(b"allow", allowed)])
             return
-        who = await self._visitor(room, scope)
+        if action == "leave" and not _same_origin(scope):
+            await _send_page(self.pages.message("cross_site", name, status=403, as_json=as_json), send)
+            return
+        who = await self.visitors.read(room, scope)
         if who.refused:
-            await self._refuse(room, as_json, send)
+            page, headers = self._refused(room, as_json)
+            await _send_page(page, send, headers)
         elif action == "leave":
             await self._leave(room, who.visitor, as_json, send)
         elif who.visitor is None:
             await _send_page(self.pages.state(name, "none"), send)
         else:
-            await self._status(room, who.visitor, who.user_hash, send)
+            await self._status(room, who.visitor, who.user_hash, scope, send)
 
-    async def _status(self, room: Room, visitor: str, user_hash: str | None, send: Send) -> None:
+    async def _status(
+        self, room: Room, visitor: str, user_hash: str | None, scope: Scope, send: Send
+    ) -> None:
         outcome: Outcome | None
         try:
             outcome = await self.store.enter(
@@ -449,7 +504,7 @@ class QueueGate:
         if outcome is None:
             page = self._unavailable(room, as_json=True)
         elif outcome.state in ("waiting", "prequeue"):
-            page = self._line_page(room, outcome, as_json=True, status=200)
+            page = self._line_page(room, outcome, True, scope[GATE_KEY][1], status=200)
         elif outcome.state == "active":
             expires_in = max(0, (outcome.expires_ms - outcome.now_ms) // 1000)
             page = self.pages.state(room.name, "active", expires_in_seconds=expires_in)
@@ -465,4 +520,4 @@ class QueueGate:
                 await _send_page(self._unavailable(room, as_json), send)
                 return
         page = self.pages.message("left", room.name, status=200, as_json=as_json)
-        await _send_page(page, send, [self._clear_cookie(room)])
+        await _send_page(page, send, [self.visitors.clear_cookie(room)])

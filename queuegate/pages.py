@@ -42,6 +42,10 @@ MESSAGES = {
         "Your place has been given up. Coming back puts you at the end of the line.",
     ),
     "not_found": ("Not found", "There is no such waiting room."),
+    "cross_site": (
+        "Not allowed from another site",
+        "Leaving the line can only be asked for from this site's own waiting page.",
+    ),
     "limited": (
         "Too many new places from your network",
         "So many places in this line were just taken from your network that we cannot give another "

@@ -1,11 +1,22 @@
-"""Path normalisation and room matching.
+"""Which spellings of a request path a room's patterns are matched against.
 
-Routers and servers disagree about paths: some decode twice, some ignore
-case, some fold ``\\`` into ``/`` or strip ``;params``. A room must cover
-every spelling an app might route to its pages, so matching runs on a
-canonical form that folds all of those together. Folding more than the app
-does only ever gates more, never less. The request itself is forwarded
-unchanged.
+The rule: a room's idea of "this request goes to a protected page" must never
+be narrower than the app's router's. Routers route on the path as the server
+decoded it, minus the ``root_path`` the app is mounted under (Starlette's
+``get_route_path``, Django's ``path_info``); proxies in front may fold case,
+decode twice, read ``\\`` as ``/`` or resolve ``..``. So a path is matched in
+several forms, and a room gates the request when **any** form matches:
+
+1. the route path and the full path as the server gave them (case-folded and
+   NFKC-folded only): exactly what a router compares;
+2. each of those folded further: percent-decoding repeated, ``\\`` as ``/``,
+   ``;params`` and control characters dropped, duplicate and trailing slashes
+   dropped, dot segments **kept** (``/checkout/..`` still starts with
+   ``/checkout``, and routers dispatch it there);
+3. the same with dot segments resolved, as a proxy in front might.
+
+Folding only ever adds forms, so it gates more, never less. Bypass rules work
+the other way: a request is bypassed only when every form is.
 """
 
 from __future__ import annotations
@@ -18,7 +29,12 @@ from urllib.parse import unquote
 
 from .settings import PLACEHOLDER
 
-__all__ = ["compile_patterns", "normalise"]
+__all__ = ["CACHED_PATH_LENGTH", "compile_patterns", "fold", "forms", "normalise", "route_path"]
+
+# Paths longer than this are folded on every request instead of cached, so
+# hostile long URLs cannot grow a worker's memory: the cache holds at most
+# 8,192 entries of at most this many characters (about 8 x 3 KB each).
+CACHED_PATH_LENGTH = 512
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SLASHES = re.compile(r"/{2,}")
@@ -26,34 +42,72 @@ _STAR = "\ue000"
 _SLOT = "\ue001"
 
 
-@lru_cache(maxsize=10_000)
-def normalise(path: str) -> str:
-    """The canonical form of a request path, used only to decide what is gated.
+def route_path(path: str, root_path: str) -> str:
+    """The path an app's router sees: ``path`` minus the ``root_path`` it is
+    mounted under, when ``path`` starts with it (as Starlette routes)."""
+    if root_path and path.startswith(root_path):
+        rest = path[len(root_path) :]
+        if not rest or rest[0] == "/":
+            return rest or "/"
+    return path
 
-    Percent-decoding is repeated until nothing changes (double encoding),
-    backslashes count as slashes, ``;params`` and control characters are
-    dropped, Unicode look-alikes are folded (NFKC), case is folded, duplicate
-    slashes collapse, dot segments are resolved without climbing above the
-    root, and a trailing slash is dropped (``/checkout/`` is ``/checkout``).
-    """
+
+def fold(path: str) -> str:
+    """Unicode look-alikes (NFKC) and case folded together."""
+    return unicodedata.normalize("NFKC", path).casefold()
+
+
+def _canonical(path: str, resolve: bool) -> str:
     for _ in range(4):
         decoded = unquote(path)
         if decoded == path:
             break
         path = decoded
-    path = unicodedata.normalize("NFKC", path).casefold()
-    path = _CONTROL.sub("", path.replace("\\", "/"))
+    path = _CONTROL.sub("", fold(path).replace("\\", "/"))
     segments: list[str] = []
     for segment in _SLASHES.sub("/", "/" + path).split("/"):
         segment = segment.split(";", 1)[0]
         if segment in ("", "."):
             continue
-        if segment == "..":
+        if segment == ".." and resolve:
             if segments:
                 segments.pop()
             continue
         segments.append(segment)
     return "/" + "/".join(segments)
+
+
+def normalise(path: str) -> str:
+    """The most folded form of a path: decoded, case-folded, dot segments
+    resolved. (One of the forms a room is matched against; see ``forms``.)"""
+    return _canonical(path, resolve=True)
+
+
+def _forms(path: str, root_path: str) -> tuple[str, ...]:
+    bases = [route_path(path, root_path), path]
+    if root_path and not path.startswith(root_path):
+        # Servers that leave the prefix out of `path` (hypercorn): the path
+        # as the client sent it through the proxy.
+        bases.append(root_path + path)
+    found: dict[str, None] = {}
+    for base in bases:
+        found[fold(base) or "/"] = None
+    for base in bases:
+        found[_canonical(base, resolve=False)] = None
+    for base in bases:
+        found[_canonical(base, resolve=True)] = None
+    return tuple(found)
+
+
+_cached_forms = lru_cache(maxsize=8192)(_forms)
+
+
+def forms(path: str, root_path: str = "") -> tuple[str, ...]:
+    """Every form of a request path that rooms are matched against, the
+    router's own first (see the module's docstring)."""
+    if len(path) + len(root_path) <= CACHED_PATH_LENGTH:
+        return _cached_forms(path, root_path)
+    return _forms(path, root_path)
 
 
 def _slot(slots: dict[str, str], found: re.Match[str]) -> str:
@@ -64,8 +118,8 @@ def compile_patterns(patterns: Sequence[str]) -> list[re.Pattern[str]]:
     """Compile a room's glob patterns: ``*`` matches anything, ``/`` too, and
     ``{name}`` one path segment, captured under that name.
 
-    Patterns are normalised like paths, so ``/Checkout*`` and ``/checkout*``
-    are the same pattern.
+    Patterns are folded like paths (decoded, case-folded, dot segments
+    resolved), so ``/Checkout*`` and ``/checkout*`` are the same pattern.
     """
     compiled = []
     for pattern in patterns:
@@ -81,5 +135,5 @@ def compile_patterns(patterns: Sequence[str]) -> list[re.Pattern[str]]:
                 regex += f"(?P<{names[int(piece)]}>[^/]+)"
             else:
                 regex += ".*".join(re.escape(part) for part in piece.split(_STAR))
-        compiled.append(re.compile(regex))
+        compiled.append(re.compile(regex, re.DOTALL))
     return compiled

@@ -4,6 +4,10 @@ Plain rooms are named in code. A template room (``Room("ticket-{event}",
 paths=["/tickets/{event}/buy*"])``) makes one room per value of its
 placeholders on first visit; its name is derived from the path, so nothing
 has to be declared per event.
+
+A request matches a room when any form of its path does (``paths.forms``)
+and its method, upper-cased as routers compare it, is one of the room's; a
+room that gates GET gates HEAD, which routers send to GET handlers.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from .paths import compile_patterns
+from .paths import CACHED_PATH_LENGTH, compile_patterns, fold, forms
 from .settings import PLACEHOLDER, Room
 from .store import Store
 
@@ -79,28 +83,55 @@ class Rooms(Mapping[str, RoomControl]):
         self._plain = {room.name: room for room in rooms if not room.placeholders}
         self._templates = [room for room in rooms if room.placeholders]
         self._matchers = [
-            (
-                pattern,
-                None if room.methods is None else frozenset(m.upper() for m in room.methods),
-                room,
-            )
+            (pattern, _methods(room.methods), room)
             for room in rooms
             for pattern in compile_patterns(room.paths)
         ]
         self._names = [(_name_pattern(room.name), room) for room in self._templates]
         self._derive = lru_cache(maxsize=10_000)(self._derive_uncached)
+        self._cached_find = lru_cache(maxsize=8192)(self._find)
 
-    def match(self, canonical_path: str, method: str) -> Room | None:
-        """The first room whose patterns cover a normalised path."""
-        for pattern, methods, room in self._matchers:
-            if methods is not None and method not in methods:
-                continue
-            found = pattern.fullmatch(canonical_path)
-            if found is None:
-                continue
-            if not room.placeholders:
-                return room
-            return self._derive(room, _derived_name(room.name, found.groupdict()))
+    def match(self, path: str, method: str = "GET", root_path: str = "") -> Room | None:
+        """The room that gates a request, if any: the first whose patterns
+        cover a form of its path (the router's own form first). For a
+        template whose ``accept`` refuses the values, the template itself
+        (a room with placeholders: the gate answers 404 for it)."""
+        if len(path) + len(root_path) + len(method) <= CACHED_PATH_LENGTH:
+            found = self._cached_find(path, root_path, method)
+        else:
+            found = self._find(path, root_path, method)
+        return None if found is None else self._room(*found)
+
+    def _find(self, path: str, root_path: str, method: str) -> tuple[Room, dict[str, str]] | None:
+        method = method.upper()
+        for form in forms(path, root_path):
+            for pattern, methods, room in self._matchers:
+                if methods is not None and method not in methods:
+                    continue
+                found = pattern.fullmatch(form)
+                if found is not None:
+                    return room, found.groupdict()
+        return None
+
+    def _room(self, room: Room, values: dict[str, str]) -> Room:
+        if not room.placeholders:
+            return room
+        if room.accept is not None and not room.accept(dict(values)):
+            return room
+        return self._derive(room, _derived_name(room.name, values))
+
+    def for_route(self, name: str, path_params: Mapping[str, Any]) -> Room | None:
+        """The room named ``name`` for a request a router dispatched: a plain
+        room, or the room a template makes from the route's parameters (the
+        template itself when ``accept`` refuses them). ``None`` if no room
+        has that name."""
+        room = self._plain.get(name)
+        if room is not None:
+            return room
+        for template in self._templates:
+            if template.name == name:
+                values = {key: fold(str(path_params.get(key, ""))) for key in template.placeholders}
+                return self._room(template, values)
         return None
 
     def room(self, name: str) -> Room | None:
@@ -126,6 +157,13 @@ class Rooms(Mapping[str, RoomControl]):
 
     def __len__(self) -> int:
         return len(self._plain)
+
+
+def _methods(methods: Sequence[str] | None) -> frozenset[str] | None:
+    if methods is None:
+        return None
+    upper = {method.upper() for method in methods}
+    return frozenset(upper | {"HEAD"} if "GET" in upper else upper)
 
 
 def _derived_name(template: str, values: dict[str, str]) -> str:

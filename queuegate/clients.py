@@ -1,0 +1,89 @@
+"""Client addresses: who is asking, for the per-client limit on new places
+and for bypass networks.
+
+Behind ``trusted_proxies`` the client is the last address in
+X-Forwarded-For that is not a proxy's. An IPv4 client seen as an
+IPv4-mapped IPv6 address (``::ffff:192.0.2.1``, dual-stack sockets) is that
+IPv4 address; another IPv6 client counts as its /64 (one household's or
+phone's whole range). Parsing addresses costs more than the rest of an
+admitted request's own work, so answers are cached, with bounded keys: a
+hostile header cannot grow a worker's memory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from functools import lru_cache
+
+from starlette.types import Scope
+
+__all__ = ["ClientAddresses"]
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+MAX_CACHED_FORWARDED = 256  # bytes of X-Forwarded-For whose answer is cached
+MAX_HOP = 64  # characters: no address is longer (the longest IPv6 text is 45)
+
+
+def _address(text: str) -> Address | None:
+    if len(text) > MAX_HOP:
+        return None
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if address.version == 6 and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+class ClientAddresses:
+    def __init__(self, trusted_proxies: Sequence[str]) -> None:
+        self._trusted = [ipaddress.ip_network(n, strict=False) for n in trusted_proxies]
+        self._resolve_cached = lru_cache(maxsize=65_536)(self._resolve)
+        self._hop = lru_cache(maxsize=4096)(self._parse_hop)
+
+    def peer(self, scope: Scope) -> Address | None:
+        """The address the server reports for the connection."""
+        client = scope.get("client")
+        return None if not client else self._hop_of(str(client[0]))[0]
+
+    def _hop_of(self, text: str) -> tuple[Address | None, bool]:
+        # Only what could be an address reaches the cache.
+        return (None, False) if len(text) > MAX_HOP else self._hop(text)
+
+    def __call__(self, scope: Scope) -> str:
+        """The client, as a key for the per-client limit."""
+        peer = (scope.get("client") or ("", 0))[0]
+        forwarded = None
+        if self._trusted:
+            for name, value in scope["headers"]:
+                if name == b"x-forwarded-for":
+                    forwarded = value
+        if forwarded is not None and len(forwarded) > MAX_CACHED_FORWARDED:
+            return self._resolve(peer, forwarded)
+        return self._resolve_cached(peer, forwarded)
+
+    def _resolve(self, peer: str, forwarded: bytes | None) -> str:
+        chain = [peer] if forwarded is None else [*forwarded.decode("latin-1").split(","), peer]
+        address = None
+        for hop in reversed(chain):
+            parsed, trusted = self._hop_of(hop.strip())
+            if parsed is None:
+                break
+            address = parsed
+            if not trusted:
+                break
+        if address is None:
+            return "unknown"
+        if address.version == 6:
+            return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address) + "/64"
+        return str(address)
+
+    def _parse_hop(self, text: str) -> tuple[Address | None, bool]:
+        """An address and whether it is a trusted proxy's; ``None`` if it is none."""
+        address = _address(text)
+        if address is None:
+            return None, False
+        return address, any(address in network for network in self._trusted)
