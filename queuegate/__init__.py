@@ -1,6 +1,7 @@
 """queuegate: a virtual waiting room for ASGI apps, with the line in Redis."""
 
 from .gate import Admission, QueueGate, admission
+from .integrations.starlette import gated
 from .settings import ConfigError, Room, Settings
 from .store import Outcome, Store, StoreError
 
@@ -14,6 +15,7 @@ __all__ = [
     "Store",
     "StoreError",
     "admission",
+    "gated",
 ]
 
 __version__ = "0.1.0"

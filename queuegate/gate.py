@@ -426,10 +426,14 @@ class QueueGate:
 
     # -- route-bound gating ------------------------------------------------
 
-    def route_room(self, name: str, scope: Scope) -> Room:
+    def route_room(self, name: str, scope: Scope, path_params: Mapping[str, Any] | None = None) -> Room:
         """The room ``name`` for a request a router dispatched (a template's
         values come from the route's path parameters)."""
-        room = self.rooms.for_route(name, scope.get("path_params") or {})
+        # From now on this gate adds route-bound gating's headers to
+        # responses (it does from the start when a room has no paths).
+        self._route_bound = True
+        params = (scope.get("path_params") or {}) if path_params is None else path_params
+        room = self.rooms.for_route(name, params)
         if room is None:
             raise LookupError(f"queuegate: a route is gated by room {name!r}, but no room has that name")
         return room
@@ -447,12 +451,14 @@ class QueueGate:
         else:
             await self._gate(room, scope, receive, send, app)
 
-    async def check_route(self, name: str, scope: Scope) -> Page | None:
+    async def check_route(
+        self, name: str, scope: Scope, path_params: Mapping[str, Any] | None = None
+    ) -> Page | None:
         """For integrations that cannot wrap the app's ASGI callable (FastAPI
         dependencies, Django views): ``None`` when the request may go on (a
         new cookie is added to the response by the middleware), else the
         gate's answer, with its headers added to the page's."""
-        room = self.route_room(name, scope)
+        room = self.route_room(name, scope, path_params)
         if self.already_admitted(room, scope) or self._bypassed(scope):
             return None
         page, headers = await self.decide(room, scope, join=scope["type"] == "http")
