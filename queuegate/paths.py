@@ -36,8 +36,9 @@ __all__ = ["CACHED_PATH_LENGTH", "compile_patterns", "fold", "forms", "normalise
 # 8,192 entries of at most this many characters (about 8 x 3 KB each).
 CACHED_PATH_LENGTH = 512
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SLASHES = re.compile(r"/{2,}")
+# Control characters are dropped (a translation table: a regex took 0.5 ms
+# on a 60 KB path).
+_CONTROL = dict.fromkeys([*range(0x20), 0x7F])
 _STAR = "\ue000"
 _SLOT = "\ue001"
 
@@ -63,9 +64,9 @@ def _canonical(path: str, resolve: bool) -> str:
         if decoded == path:
             break
         path = decoded
-    path = _CONTROL.sub("", fold(path).replace("\\", "/"))
+    path = fold(path).replace("\\", "/").translate(_CONTROL)
     segments: list[str] = []
-    for segment in _SLASHES.sub("/", "/" + path).split("/"):
+    for segment in path.split("/"):
         segment = segment.split(";", 1)[0]
         if segment in ("", "."):
             continue
@@ -84,7 +85,9 @@ def normalise(path: str) -> str:
 
 
 def _forms(path: str, root_path: str) -> tuple[str, ...]:
-    bases = [route_path(path, root_path), path]
+    bases = [route_path(path, root_path)]
+    if path != bases[0]:
+        bases.append(path)
     if root_path and not path.startswith(root_path):
         # Servers that leave the prefix out of `path` (hypercorn): the path
         # as the client sent it through the proxy.
