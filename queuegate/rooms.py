@@ -144,7 +144,7 @@ class Rooms(Mapping[str, RoomControl]):
         return None
 
     def _derive_uncached(self, template: Room, name: str) -> Room:
-        return dataclasses.replace(template, name=name)
+        return dataclasses.replace(template, name=name, accept=None)
 
     def __getitem__(self, name: str) -> RoomControl:
         room = self.room(name)

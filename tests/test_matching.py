@@ -1,0 +1,173 @@
+"""What the gate counts as a request to a protected page, in process: the
+forms of a path, methods, root_path, bypass rules, and the memory that
+hostile paths may cost. (tests/test_routers.py attacks the same through real
+servers and routers.)"""
+
+from __future__ import annotations
+
+import gc
+import secrets
+
+import pytest
+
+from queuegate import Room
+from queuegate.paths import forms, route_path
+
+from .conftest import MakeGate, call_asgi, http_scope
+
+pytestmark = pytest.mark.anyio
+
+
+def test_dot_segments_are_never_resolved_to_avoid_gating() -> None:
+    found = forms("/checkout/..")
+    assert "/checkout/.." in found  # what the router sees: /checkout/{item} with item ".."
+    assert "/" in found  # what a proxy that resolves dots would forward
+    assert "/checkout/x/.." in forms("/checkout/x%5c..")
+    assert "/checkout/.." in forms("/checkout/\uff0e\uff0e")
+
+
+def test_route_path_is_the_path_minus_root_path_as_starlette_routes() -> None:
+    assert route_path("/shop/checkout", "/shop") == "/checkout"
+    assert route_path("/shop", "/shop") == "/"
+    assert route_path("/shopping/checkout", "/shop") == "/shopping/checkout"
+    assert route_path("/checkout", "/shop") == "/checkout"  # hypercorn leaves the prefix out
+    assert "/shop/checkout" in forms("/checkout", "/shop")
+    assert "/checkout" in forms("/shop/checkout", "/shop")
+
+
+async def test_methods_compare_upper_cased_and_get_gates_head(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, methods=["get", "Post"])])
+    for method in ("GET", "get", "HEAD", "head", "POST", "pOsT"):
+        assert gate.match("/checkout", method) is not None, method
+    for method in ("PUT", "DELETE", "OPTIONS"):
+        assert gate.match("/checkout", method) is None, method
+    post_only = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, methods=["POST"])])
+    assert post_only.match("/checkout", "HEAD") is None
+
+
+async def test_a_gate_in_a_sub_app_matches_the_path_it_routes_on(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, client_limit=0)])
+    assert (await call_asgi(gate, http_scope("/checkout")))[0] == 200  # the one place
+    mounted = http_scope("/sub/checkout/..")
+    mounted["root_path"] = "/sub"
+    status, _, body = await call_asgi(gate, mounted)
+    assert status == 503, body
+    # The waiting page's links go through the mount, to this gate.
+    assert b'"/sub/_queuegate/status/sale"' in body or b"/sub/_queuegate/status/sale" in body
+    status_scope = http_scope("/sub/_queuegate/status/sale")
+    status_scope["root_path"] = "/sub"
+    assert (await call_asgi(gate, status_scope))[2].startswith(b'{"room":"sale","state":"none"')
+
+
+async def test_a_bypass_path_must_cover_every_form(make_gate: MakeGate) -> None:
+    gate = await make_gate(
+        rooms=[Room("sale", paths=["/checkout*"], rate=1, client_limit=0)], bypass_paths=["/static/*"]
+    )
+    assert (await call_asgi(gate, http_scope("/checkout")))[0] == 200
+    assert (await call_asgi(gate, http_scope("/static/app.css")))[0] == 200
+    # Resolved, this is /checkout: a proxy would send it there, so it is gated.
+    assert (await call_asgi(gate, http_scope("/static/../checkout")))[0] == 503
+
+
+async def test_the_last_of_duplicate_cookies_counts_as_in_starlette(make_gate: MakeGate) -> None:
+    from starlette.requests import cookie_parser
+
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, client_limit=0)])
+    _, headers, _ = await call_asgi(gate, http_scope("/checkout"))
+    admitted = headers["set-cookie"].split(";")[0]
+    forged = "qg_sale=" + admitted.split("=", 1)[1][::-1]
+    for header, expected in ((f"{forged}; {admitted}", 200), (f"{admitted}; {forged}", 503)):
+        assert cookie_parser(header)["qg_sale"] == (admitted if expected == 200 else forged).split("=", 1)[1]
+        scope = http_scope("/checkout", headers=[(b"cookie", header.encode())])
+        assert (await call_asgi(gate, scope))[0] == expected, header
+
+
+async def test_ipv4_mapped_clients_are_their_ipv4_address(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1)], trusted_proxies=["10.0.0.0/8"])
+
+    def client(peer: str, forwarded: str | None = None) -> str:
+        headers = [] if forwarded is None else [(b"x-forwarded-for", forwarded.encode())]
+        return gate.client_address({"client": (peer, 1), "headers": headers})
+
+    assert client("::ffff:13.4.4.4") == "13.4.4.4"
+    assert client("::ffff:13.4.4.5") == "13.4.4.5"  # two clients, not one /64
+    assert client("10.0.0.1", "::ffff:198.51.100.7") == "198.51.100.7"
+    assert client("2001:db8:1:2:3:4:5:6") == "2001:db8:1:2::/64"
+    assert client("10.0.0.1", "x" * 100_000) == "10.0.0.1"  # not an address: the proxy itself
+
+
+@pytest.mark.parametrize(
+    ("headers", "allowed"),
+    [
+        ([(b"sec-fetch-site", b"same-origin")], True),
+        ([(b"sec-fetch-site", b"cross-site"), (b"origin", b"https://shop.test")], False),
+        ([(b"sec-fetch-site", b"same-site")], False),  # a sibling subdomain
+        ([(b"origin", b"https://shop.test")], True),
+        ([(b"origin", b"https://evil.example")], False),
+        ([(b"origin", b"null")], False),
+        ([], True),  # not a browser acting for another page
+    ],
+)
+async def test_leaving_is_refused_from_another_site(
+    make_gate: MakeGate, headers: list[tuple[bytes, bytes]], allowed: bool
+) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=0)])
+    await call_asgi(gate, http_scope("/checkout"))
+    _, joined, _ = await call_asgi(gate, http_scope("/checkout"))
+    cookie = (b"cookie", joined["set-cookie"].split(";")[0].encode())
+    scope = http_scope("/_queuegate/leave/sale", method="POST", headers=[cookie, *headers])
+    status, _, _ = await call_asgi(gate, scope)
+    assert status == (200 if allowed else 403)
+    assert (await gate.rooms["sale"].stats())["waiting"] == (0 if allowed else 1)
+
+
+async def test_template_values_are_bounded_and_derived_rooms_expire(make_gate: MakeGate) -> None:
+    events = {"42", "43"}
+    template = Room(
+        "ticket-{event}",
+        paths=["/tickets/{event}/buy*"],
+        rate=1,
+        per=60,
+        accept=lambda v: v["event"] in events,
+    )
+    gate = await make_gate(rooms=[template])
+    assert (await call_asgi(gate, http_scope("/tickets/42/buy")))[0] == 200
+    status, _, _ = await call_asgi(gate, http_scope("/tickets/made-up/buy"))
+    assert status == 404  # refused values make no room and never reach the app
+    assert await gate.store.room_names() == ["ticket-42"]
+    keys = gate.store.keys("ticket-42")
+    ttl = await gate.store.client.pttl(keys[4])
+    assert 0 < ttl <= (600 + 3600) * 1000  # session (600 s) plus an hour
+    assert await gate.store.client.pttl(keys[3]) > 0
+    plain = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1)], prefix="plain")
+    await call_asgi(plain, http_scope("/checkout"))
+    assert await plain.store.client.pttl(plain.store.keys("sale")[4]) == -1  # plain rooms stay
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="needs /proc")
+async def test_hostile_long_paths_do_not_grow_the_worker(make_gate: MakeGate) -> None:
+    """10,000 unique 60 KB paths (httptools accepts 65 KB URLs), half of them
+    gated: the process grows by less than 20 MB. (Version 0.1 cached each
+    path's normal form: about 1.2 GB for these.)"""
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=0)])
+
+    async def hostile(n: int) -> None:
+        for i in range(n):
+            tail = secrets.token_hex(30_000)
+            path = f"/checkout/{tail}" if i % 2 else f"/static/{tail}"
+            scope = http_scope(path, headers=[(b"x-forwarded-for", tail[:60_000].encode())])
+            scope["root_path"] = ""
+            await call_asgi(gate, scope)
+
+    await hostile(500)  # caches and pools at their working size
+    gc.collect()
+    before = _rss_bytes()
+    await hostile(10_000)
+    gc.collect()
+    grown = _rss_bytes() - before
+    assert grown < 20 * 2**20, f"grew by {grown / 2**20:.1f} MB"
