@@ -81,6 +81,20 @@ class ClientAddresses:
             return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address) + "/64"
         return str(address)
 
+    def network(self, scope: Scope) -> str:
+        """The client's coarse network, for cookies bound to clients: its /24
+        (IPv4) or /48 (IPv6), which a phone keeps while its address changes
+        within its carrier's range more often than not."""
+        return self._network(self(scope))
+
+    @staticmethod
+    @lru_cache(maxsize=65_536)
+    def _network(client: str) -> str:
+        if client == "unknown":
+            return client
+        prefix = 48 if ":" in client else 24
+        return str(ipaddress.ip_network(f"{client.split('/')[0]}/{prefix}", strict=False))
+
     def _parse_hop(self, text: str) -> tuple[Address | None, bool]:
         """An address and whether it is a trusted proxy's; ``None`` if it is none."""
         address = _address(text)

@@ -41,6 +41,10 @@ FAILURE_LOG_INTERVAL = 10.0  # seconds; one log line per burst of Redis failures
 UNAVAILABLE_RETRY = 5  # seconds a client should wait after a failed check
 BYPASS_HEADER = b"x-queuegate-bypass"
 POLICY_VIOLATION = 1008  # websocket close code for a handshake refused before accept
+# A sliding session's end moves on with each request: the end carried in the
+# cookie (for outages) is renewed when it lags by more than this, so an
+# admitted visitor gets a new cookie at most once a minute.
+PASS_LAG_MS = 60_000
 
 # Where the gate that saw a request leaves itself (and the root path the
 # request had there) for route-bound gating further in.
@@ -164,6 +168,7 @@ class QueueGate:
         bypass_secret: str | None = None,
         bypass_networks: Sequence[str] | None = None,
         trusted_proxies: Sequence[str] | None = None,
+        bind_cookie: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.app = app
@@ -183,6 +188,7 @@ class QueueGate:
             bypass_secret=bypass_secret,
             bypass_networks=bypass_networks,
             trusted_proxies=trusted_proxies,
+            bind_cookie=bind_cookie,
         )
         if not settings.rooms:
             raise ConfigError("rooms: no room configured; pass rooms=[Room(...)] or set QUEUEGATE_ROOMS")
@@ -202,8 +208,15 @@ class QueueGate:
         self.store = Store(client, settings.prefix, settings.timeout)
         self.rooms = Rooms(settings.rooms, self.store)
         self.tokens = Tokens(settings.secret_keys, settings.cookie_max_age)
-        self.visitors = Visitors(self.tokens, identify, settings.cookie_max_age, settings.cookie_secure)
         self.client_address = ClientAddresses(settings.trusted_proxies)
+        self.visitors = Visitors(
+            self.tokens,
+            identify,
+            settings.cookie_max_age,
+            settings.cookie_secure,
+            settings.bind_cookie,
+            self.client_address.network,
+        )
         self.pages = Pages(settings.waiting_status, waiting_template)
         self._bypass_paths = compile_patterns(settings.bypass_paths)
         self._bypass_secret = None if settings.bypass_secret is None else settings.bypass_secret.encode()
@@ -214,7 +227,13 @@ class QueueGate:
         self._route_bound = any(not room.paths for room in settings.rooms)
         self._endpoint = re.compile(re.escape(settings.endpoint) + r"/(status|leave)/([A-Za-z0-9_-]{1,100})")
         self._endpoint_prefix = settings.endpoint + "/"
-        self.counters = {"failed_open": 0, "failed_closed": 0, "refused": 0, "bypassed": 0}
+        self.counters = {
+            "failed_open": 0,
+            "failed_closed": 0,
+            "refused": 0,
+            "bypassed": 0,
+            "outage_passed": 0,
+        }
         self._last_failure_log = 0.0
 
     # -- routing -----------------------------------------------------------
@@ -354,7 +373,6 @@ class QueueGate:
         if who.refused:
             return self._refused(room, as_json)
         asked = who.visitor or new_visitor_id()
-        outcome: Outcome | None
         try:
             outcome = await self.store.enter(
                 room,
@@ -366,12 +384,23 @@ class QueueGate:
             )
         except StoreError as exc:
             self._store_failed(room, exc)
-            outcome = None
-        if outcome is None:
-            if room.fail == "open":
-                return None, []
-            return self._unavailable(room, as_json), []
+            return self._without_store(room, scope, who, as_json)
         return self._answer(room, scope, who, asked, outcome, as_json)
+
+    def _without_store(
+        self, room: Room, scope: Scope, who: Visitor, as_json: bool
+    ) -> tuple[Page | None, Headers]:
+        """Redis did not answer. A visitor whose cookie carries an admission
+        that has not ended yet (by Redis's clock as last seen) passes, so an
+        outage throws nobody out mid-checkout; nothing can be released or
+        renewed meanwhile. Others get the room's fail mode."""
+        if room.fail == "open":
+            return None, []
+        if who.visitor is not None and who.until_ms > self.store.redis_now_ms():
+            self.counters["outage_passed"] += 1
+            scope["queuegate"] = Admission(room.name, who.visitor, who.until_ms, self)
+            return None, []
+        return self._unavailable(room, as_json), []
 
     def _answer(
         self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
@@ -379,8 +408,18 @@ class QueueGate:
         # A new place in line, a place taken over from another device, or a
         # newly signed-in user: a new cookie, whose age counts from now.
         renew = who.visitor is None or outcome.joined or outcome.visitor != asked or who.unbound
-        cookie = [self.visitors.set_cookie(room, outcome.visitor, who.user_hash)] if renew else []
         state = outcome.state
+        until = 0
+        if state == "active":
+            # The cookie carries the admission's end, for outages (see
+            # _without_store): set at admission, renewed as it slides.
+            until = outcome.expires_ms
+            renew = renew or who.until_ms > until or until - who.until_ms > PASS_LAG_MS
+        cookie = (
+            [self.visitors.set_cookie(room, outcome.visitor, who.user_hash, until, who.binding)]
+            if renew
+            else []
+        )
         if state == "active" or state == "pass":
             scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self)
             return None, cookie

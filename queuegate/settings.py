@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-__all__ = ["STATUSES", "ConfigError", "Room", "Settings", "check_room_setting"]
+__all__ = ["BINDINGS", "STATUSES", "ConfigError", "Room", "Settings", "check_room_setting"]
 
 STATUSES = ("open", "paused", "queue_all", "passthrough", "closed")
 METHODS = ("fifo", "random")
+BINDINGS = ("network", "user_agent")  # what a cookie may be bound to
 WAITING_STATUS_CODES = (200, 429, 503)
 ROOM_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -278,6 +279,7 @@ class Settings:
     bypass_secret: str | None = None
     bypass_networks: tuple[str, ...] = ()
     trusted_proxies: tuple[str, ...] = ()
+    bind_cookie: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.secret_keys:
@@ -309,6 +311,11 @@ class Settings:
                 raise ConfigError(f"bypass_paths: each pattern must start with '/', got {pattern!r}")
         if self.bypass_secret is not None and len(self.bypass_secret) < MIN_SECRET_LENGTH:
             raise ConfigError(f"bypass_secret must be at least {MIN_SECRET_LENGTH} characters")
+        for binding in self.bind_cookie:
+            if binding not in BINDINGS:
+                raise ConfigError(
+                    f"bind_cookie: each item must be one of {', '.join(BINDINGS)}, got {binding!r}"
+                )
         for name in ("bypass_networks", "trusted_proxies"):
             for network in getattr(self, name):
                 try:
@@ -352,6 +359,7 @@ class Settings:
             "bypass_secret": ("QUEUEGATE_BYPASS_SECRET", str),
             "bypass_networks": ("QUEUEGATE_BYPASS_NETWORKS", _env_list),
             "trusted_proxies": ("QUEUEGATE_TRUSTED_PROXIES", _env_list),
+            "bind_cookie": ("QUEUEGATE_BIND_COOKIE", _env_list),
         }
         unknown = sorted(set(options) - set(casts))
         if unknown:
@@ -360,7 +368,7 @@ class Settings:
         for name, (variable, cast) in casts.items():
             if options.get(name) is not None:
                 value = options[name]
-                if name in ("bypass_paths", "bypass_networks", "trusted_proxies"):
+                if name in ("bypass_paths", "bypass_networks", "trusted_proxies", "bind_cookie"):
                     if isinstance(value, str):
                         raise ConfigError(f"{name} must be a list, got the string {value!r}")
                     value = tuple(value)

@@ -251,6 +251,14 @@ class Store:
         if offset is None or sample > offset or sample < offset - 1000:
             self._offset = sample
 
+    def redis_now_ms(self) -> int:
+        """Redis's time now, as last learnt from its replies (this host's
+        wall clock before any reply: Redis TIME is its host's wall clock)."""
+        offset = self._offset
+        if offset is None:
+            return int(time.time() * 1000)
+        return int(time.monotonic() * 1000) + offset
+
     async def _sync_clock(self) -> None:
         """Learn Redis's time once, before the first call that needs a deadline."""
         syncing = self._syncing

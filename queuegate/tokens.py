@@ -2,9 +2,13 @@
 
 The token holds the id, its issue time and, for an identified user, a keyed
 hash of the user id (never the id itself), which binds the place to that user.
-Each room signs with its own salt, so a token from one room is worthless in
-another. A token that fails in any way (tampered, truncated, too old, foreign
-room, retired key) reads as ``None``: the visitor is simply new.
+Once the visitor is admitted it also holds the end of the admission (Redis
+time, ms), so that the gate can let the visitor on through a Redis outage,
+and, where the operator binds cookies to clients, a short keyed hash of the
+client's coarse fingerprint. Each room signs with its own salt, so a token
+from one room is worthless in another. A token that fails in any way
+(tampered, truncated, too old, foreign room, retired key) reads as ``None``:
+the visitor is simply new.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ import hmac
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from itsdangerous import BadData, TimestampSigner
 
-__all__ = ["Tokens", "new_visitor_id"]
+__all__ = ["Token", "Tokens", "new_visitor_id"]
 
 VERIFIED_CACHE = 100_000  # tokens remembered per process (about 20 MB at most)
 
@@ -31,6 +36,14 @@ def new_visitor_id() -> str:
         visitor = secrets.token_urlsafe(12)
         if not visitor.startswith("-"):
             return visitor
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    visitor: str
+    user_hash: str | None = None  # the signed-in user it belongs to
+    until_ms: int = 0  # the admission's end (Redis time), 0 = not admitted
+    binding: str = ""  # the client fingerprint it is bound to, "" = none
 
 
 class _Signer(TimestampSigner):
@@ -54,9 +67,12 @@ class Tokens:
         # our settings list the newest first.
         self._keys = [key.encode() for key in reversed(secret_keys)]
         self._user_keys = [hashlib.sha256(b"queuegate.user." + key).digest() for key in reversed(self._keys)]
+        self._client_keys = [
+            hashlib.sha256(b"queuegate.client." + key).digest() for key in reversed(self._keys)
+        ]
         self.max_age = max_age
         self._signer = lru_cache(maxsize=4096)(self._make_signer)
-        self._verified: dict[tuple[str, str], tuple[str, str | None, float]] = {}
+        self._verified: dict[tuple[str, str], tuple[Token, float]] = {}
 
     def _make_signer(self, room: str) -> TimestampSigner:
         return _Signer(self._keys, salt=f"queuegate.room.{room}", digest_method=hashlib.sha256)
@@ -71,29 +87,43 @@ class Tokens:
         """Whether a token's user hash stands for ``user_id`` under any key."""
         return any(hmac.compare_digest(user_hash, self.user_hash(user_id, k)) for k in self._user_keys)
 
-    def issue(self, room: str, visitor_id: str, user_hash: str | None = None) -> str:
-        value = visitor_id if user_hash is None else f"{visitor_id}~{user_hash}"
-        return self._signer(room).sign(value).decode()
+    def fingerprint(self, client: bytes, key: bytes | None = None) -> str:
+        """A short keyed hash of a client's coarse fingerprint (its network,
+        its User-Agent), made with the newest secret key."""
+        key = self._client_keys[0] if key is None else key
+        return hmac.new(key, client, hashlib.sha256).hexdigest()[:12]
 
-    def read(self, room: str, token: str) -> tuple[str, str | None] | None:
-        """``(visitor id, user hash or None)`` from a valid token for this
-        room, else ``None``.
+    def is_fingerprint(self, binding: str, client: bytes) -> bool:
+        """Whether a token's binding stands for ``client`` under any key."""
+        return any(hmac.compare_digest(binding, self.fingerprint(client, k)) for k in self._client_keys)
+
+    def issue(
+        self, room: str, visitor_id: str, user_hash: str | None = None, until_ms: int = 0, binding: str = ""
+    ) -> str:
+        # visitor~user~until~binding, empty fields at the end left out (a
+        # token of version 0.1 is "visitor" or "visitor~user").
+        value = "~".join([visitor_id, user_hash or "", str(until_ms) if until_ms else "", binding])
+        return self._signer(room).sign(value.rstrip("~")).decode()
+
+    def read(self, room: str, token: str) -> Token | None:
+        """The :class:`Token` of a valid token for this room, else ``None``.
 
         A token that verified once is remembered with its issue time (checking
         an HMAC costs more than the rest of a gated request), so later reads
         only check its age. Only valid tokens are remembered."""
         known = self._verified.get((room, token))
         if known is not None:
-            if time.time() - known[2] <= self.max_age:
-                return known[0], known[1]
+            if time.time() - known[1] <= self.max_age:
+                return known[0]
             del self._verified[(room, token)]
             return None
         try:
             value, issued = self._signer(room).unsign(token, max_age=self.max_age, return_timestamp=True)
-            visitor, _, user_hash = value.decode().partition("~")
+            visitor, user_hash, until, binding, *_ = [*value.decode().split("~"), "", "", ""]
+            found = Token(visitor, user_hash or None, int(until) if until else 0, binding)
         except (BadData, UnicodeError, ValueError):
             return None
         if len(self._verified) >= VERIFIED_CACHE:
             self._verified.clear()
-        self._verified[(room, token)] = (visitor, user_hash or None, issued.timestamp())
-        return visitor, user_hash or None
+        self._verified[(room, token)] = (found, issued.timestamp())
+        return found

@@ -4,13 +4,18 @@ A missing, tampered, expired or foreign cookie means a new visitor; a token
 bound to a user is refused when presented by anyone else. When a request
 carries the room's cookie more than once, the last one counts, as in
 Starlette's and Django's cookie parsers (they keep the last of a name).
+
+With ``bind_cookie``, a token is bound to a coarse fingerprint of the client
+that got it (its network, /24 or /48, and/or a hash of its User-Agent): the
+same cookie from another client counts as no cookie, so a shared admission
+admits one client. A token issued before binding was turned on stays valid.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -22,6 +27,8 @@ from .tokens import Tokens
 
 __all__ = ["Identify", "Visitor", "Visitors"]
 
+MAX_USER_AGENT = 512  # bytes of a User-Agent that count for the binding
+
 Identify = Callable[[Request], Awaitable[str | None] | str | None]
 
 
@@ -31,6 +38,8 @@ class Visitor:
     user_hash: str | None  # the signed-in user, keyed-hashed
     refused: bool = False  # the token belongs to another user
     unbound: bool = False  # an anonymous token, now presented by a signed-in user
+    until_ms: int = 0  # the admission's end the token carries (Redis time), 0 = none
+    binding: str = ""  # this client's fingerprint, when cookies are bound
 
 
 @lru_cache(maxsize=10_000)
@@ -54,16 +63,39 @@ def cookie(scope: Scope, name: str) -> str | None:
 class Visitors:
     """Reads and writes the rooms' cookies; knows who is signed in."""
 
-    def __init__(self, tokens: Tokens, identify: Identify | None, max_age: int, secure: bool) -> None:
+    def __init__(
+        self,
+        tokens: Tokens,
+        identify: Identify | None,
+        max_age: int,
+        secure: bool,
+        bind: Sequence[str] = (),
+        network: Callable[[Scope], str] | None = None,
+    ) -> None:
         self.tokens = tokens
         self.identify = identify
+        self._bind_agent = "user_agent" in bind
+        self._network = network if "network" in bind else None
+        self._fingerprint = lru_cache(maxsize=16_384)(tokens.fingerprint)
         flags = "; Secure" if secure else ""
         self._cookie_flags = f"; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax{flags}"
         self._cookie_clear = f"=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{flags}"
 
-    def set_cookie(self, room: Room, visitor: str, user_hash: str | None) -> tuple[bytes, bytes]:
-        value = f"qg_{room.name}={self.tokens.issue(room.name, visitor, user_hash)}{self._cookie_flags}"
-        return (b"set-cookie", value.encode())
+    def set_cookie(
+        self, room: Room, visitor: str, user_hash: str | None, until_ms: int = 0, binding: str = ""
+    ) -> tuple[bytes, bytes]:
+        token = self.tokens.issue(room.name, visitor, user_hash, until_ms, binding)
+        return (b"set-cookie", f"qg_{room.name}={token}{self._cookie_flags}".encode())
+
+    def _client(self, scope: Scope) -> bytes:
+        """What a bound cookie is bound to: the client's network and/or agent."""
+        agent = b""
+        if self._bind_agent:
+            for name, value in scope["headers"]:
+                if name == b"user-agent":
+                    agent = value[:MAX_USER_AGENT]
+        network = b"" if self._network is None else self._network(scope).encode()
+        return network + b"|" + agent
 
     def clear_cookie(self, room: Room) -> tuple[bytes, bytes]:
         return (b"set-cookie", f"qg_{room.name}{self._cookie_clear}".encode())
@@ -75,17 +107,34 @@ class Visitors:
             user = await user
         return user or None
 
+    def _same_client(self, binding: str, client: bytes | None) -> bool:
+        # Under an older secret key (rotated since the token was issued).
+        return client is not None and self.tokens.is_fingerprint(binding, client)
+
     async def read(self, room: Room, scope: Scope) -> Visitor:
         """The token's visitor and the signed-in user, if any. A token bound
         to a user is refused when presented by anyone else (another user, or
         nobody signed in)."""
         user = None if self.identify is None else await self._user(scope)
         user_hash = None if user is None else self.tokens.user_hash(user)
+        client = None
+        binding = ""
+        if self._bind_agent or self._network is not None:
+            client = self._client(scope)
+            binding = self._fingerprint(client)
         token = cookie(scope, f"qg_{room.name}")
         found = None if token is None else self.tokens.read(room.name, token)
         if found is None:
-            return Visitor(None, user_hash)
-        visitor, bound = found
+            return Visitor(None, user_hash, binding=binding)
+        if found.binding and found.binding != binding and not self._same_client(found.binding, client):
+            return Visitor(None, user_hash, binding=binding)  # another client's cookie
+        bound = found.user_hash
         if bound is not None and (user is None or not self.tokens.is_user(bound, user)):
-            return Visitor(None, user_hash, refused=True)
-        return Visitor(visitor, user_hash, unbound=bound is None and user_hash is not None)
+            return Visitor(None, user_hash, refused=True, binding=binding)
+        return Visitor(
+            found.visitor,
+            user_hash,
+            unbound=bound is None and user_hash is not None,
+            until_ms=found.until_ms,
+            binding=binding,
+        )

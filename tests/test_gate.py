@@ -204,8 +204,14 @@ async def test_cookie_flags(make_gate: MakeGate) -> None:
     flags = {part.strip().lower() for part in cookie.split(";")[1:]}
     assert {"httponly", "samesite=lax", "path=/", "secure"} <= flags
     value = cookie.split(";")[0].split("=", 1)[1]
-    visitor, _, _ = value.split(".")
-    assert len(visitor) == 16  # a random id and nothing else
+    payload, _, _ = value.split(".")
+    # A random id, no user (anonymous), and the end of the admission in
+    # Redis time (for outages); nothing else.
+    visitor, user, until = payload.split("~")
+    assert len(visitor) == 16
+    assert user == ""
+    now = (await gate.rooms["sale"].stats())["now"]
+    assert 590_000 < int(until) - now <= 600_000  # the session: 600 s
 
     plain = await make_gate(rooms=[sale()], cookie_secure=False)
     async with client_for(plain) as client:

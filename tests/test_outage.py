@@ -1,0 +1,91 @@
+"""Redis killed during traffic, in a closed room: visitors admitted before the
+outage keep passing until their sessions end, nobody new gets in, every
+request is answered within the timeout, and the gate recovers by itself.
+Checked all through the outage, not only at its start.
+
+QUEUEGATE_OUTAGE_SECONDS sets the outage's length (3 s in the suite; the
+figures in the README come from a 30 s run with ``pytest -s``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from queuegate import Room
+from queuegate.embedded import EmbeddedServer, server_binary
+
+from .conftest import MakeGate, call_asgi, http_scope
+
+pytestmark = pytest.mark.anyio
+
+OUTAGE = float(os.environ.get("QUEUEGATE_OUTAGE_SECONDS", "3"))
+TIMEOUT = 0.2
+MARGIN = 0.15
+SHORT_SESSION = OUTAGE / 2 + 0.5  # ends in the middle of the outage
+
+
+@pytest.fixture
+def own_server() -> Iterator[EmbeddedServer]:
+    with EmbeddedServer(server_binary("path")) as server:
+        yield server
+
+
+async def test_admitted_visitors_pass_through_an_outage_until_their_sessions_end(
+    make_gate: MakeGate, own_server: EmbeddedServer
+) -> None:
+    rooms = [
+        Room("long", paths=["/long*"], capacity=3, session=600, client_limit=0),
+        Room("short", paths=["/short*"], capacity=3, session=SHORT_SESSION, client_limit=0),
+    ]
+    gate = await make_gate(rooms=rooms, redis=own_server.url, timeout=TIMEOUT)
+
+    async def get(path: str, cookie: str = "") -> tuple[int, float, str]:
+        headers = [(b"cookie", cookie.encode())] if cookie else []
+        start = time.monotonic()
+        status, answer, _ = await call_asgi(gate, http_scope(path, headers=headers))
+        return status, time.monotonic() - start, answer.get("set-cookie", "").split(";")[0]
+
+    cookies = {}
+    for path in ("/long", "/short"):
+        status, _, cookies[path] = await get(path)
+        assert status == 200
+    short_ends = time.monotonic() + SHORT_SESSION
+    own_server.kill()
+    killed_at = time.monotonic()
+    seen: Counter[str] = Counter()
+    slowest = 0.0
+    while time.monotonic() - killed_at < OUTAGE:
+        for who, path, cookie in (
+            ("admitted", "/long", cookies["/long"]),
+            ("short", "/short", cookies["/short"]),
+            ("newcomer", "/long", ""),
+        ):
+            status, elapsed, _ = await get(path, cookie)
+            slowest = max(slowest, elapsed)
+            assert elapsed < TIMEOUT + MARGIN, (who, elapsed)
+            now = time.monotonic()
+            if who == "admitted":
+                assert status == 200, now - killed_at
+            elif who == "newcomer":
+                assert status == 503
+            elif now < short_ends - 0.05:
+                assert status == 200, now - killed_at
+            elif now > short_ends + 0.05:
+                assert status == 503, now - killed_at  # its session ended during the outage
+            seen[f"{who} {status}"] += 1
+        await asyncio.sleep(0.05)
+    own_server.start()
+    deadline = time.monotonic() + 5
+    while (await get("/long", cookies["/long"]))[0] != 200:
+        assert time.monotonic() < deadline, "the gate did not recover"
+        await asyncio.sleep(0.05)
+    # The server came back empty (no persistence): the line starts again.
+    assert (await gate.rooms["long"].stats())["active"] >= 1
+    print(f"\noutage {OUTAGE:.0f} s: {dict(seen)}; slowest answer {slowest * 1000:.0f} ms")
+    for outcome in ("admitted 200", "short 200", "short 503", "newcomer 503"):
+        assert seen[outcome] > 0, outcome
