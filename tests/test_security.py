@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from queuegate import QueueGate, Room
 
-from .conftest import MakeGate, client_for
+from .conftest import SECRET, MakeGate, client_for
+
+SECRET2 = "another-secret-key-0123456789abcd"
 
 pytestmark = pytest.mark.anyio
 
@@ -184,3 +186,39 @@ def test_fuzzed_requests_never_crash_or_leak(
                 assert value not in text
     if not body.startswith(b"app:"):  # the gate's own answers
         assert headers.get("cache-control") == "no-store"
+
+
+async def test_a_bound_cookie_admits_only_the_client_that_got_it(make_gate: MakeGate) -> None:
+    room = Room("sale", paths=["/checkout*"], capacity=1, client_limit=0)
+    gate = await make_gate(rooms=[room], bind_cookie=["network", "user_agent"])
+    phone = {"user-agent": "Phone/1.0"}
+    async with client_at(gate, "203.0.113.5", phone) as owner:
+        assert (await owner.get("/checkout")).status_code == 200
+        cookie = owner.cookies["qg_sale"]
+    shared = {"cookie": f"qg_sale={cookie}"}
+    # The owner on another address of its network (a phone moving on its
+    # carrier's range) still passes.
+    async with client_at(gate, "203.0.113.77", {**phone, **shared}) as moved:
+        assert (await moved.get("/checkout")).status_code == 200
+    # Anyone else with the same cookie is a newcomer: the line.
+    for address, agent in (("198.51.100.9", "Phone/1.0"), ("203.0.113.5", "Desktop/2.0")):
+        async with client_at(gate, address, {"user-agent": agent, **shared}) as other:
+            response = await other.get("/checkout")
+            assert response.status_code == 503
+            assert "qg_sale=" in response.headers["set-cookie"]  # a place of its own
+    # Rotating the secret key keeps the binding valid.
+    rotated = await make_gate(
+        rooms=[room], bind_cookie=["network", "user_agent"], secret_key=[SECRET2, SECRET]
+    )
+    async with client_at(rotated, "203.0.113.5", {**phone, **shared}) as owner_again:
+        assert (await owner_again.get("/checkout")).status_code == 200
+
+
+async def test_without_binding_a_shared_cookie_works_anywhere(make_gate: MakeGate) -> None:
+    """The default, documented trade-off: a cookie is a bearer token."""
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], capacity=1, client_limit=0)])
+    async with client_at(gate, "203.0.113.5") as owner:
+        assert (await owner.get("/checkout")).status_code == 200
+        shared = {"cookie": f"qg_sale={owner.cookies['qg_sale']}"}
+    async with client_at(gate, "198.51.100.9", shared) as other:
+        assert (await other.get("/checkout")).status_code == 200
