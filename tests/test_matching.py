@@ -171,3 +171,13 @@ async def test_hostile_long_paths_do_not_grow_the_worker(make_gate: MakeGate) ->
     gc.collect()
     grown = _rss_bytes() - before
     assert grown < 20 * 2**20, f"grew by {grown / 2**20:.1f} MB"
+
+
+async def test_a_pattern_with_a_trailing_slash_gates_the_bare_directory(make_gate: MakeGate) -> None:
+    """Room ``/checkout/*``, request ``/checkout/``: Starlette dispatches it to
+    ``/checkout/{rest:path}`` with an empty ``rest``. Version 0.1 dropped the
+    trailing slash before matching, and let it through."""
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout/*"], rate=1)])
+    for path in ("/checkout/", "/checkout/x", "/Checkout//"):
+        assert gate.match(path) is not None, path
+    assert gate.match("/checkout") is None  # not under the pattern, and no route of it either
