@@ -79,3 +79,27 @@ async def test_an_answered_call_is_not_kept(pipe: AutoPipeline) -> None:
     del calls, call
     await asyncio.sleep(0)  # the event loop lets go of the handle that woke this test
     assert sum(ref() is not None for ref in refs) == 0
+
+
+async def test_the_redis_py_internals_the_pipeline_reads_are_still_there(pipe: AutoPipeline) -> None:
+    """The pipeline reads redis-py's private parser and writer (see
+    pipeline.py); without them it falls back to slower public paths. This
+    makes a redis-py release that moved them fail here, loudly, instead of
+    making the gate silently slower. .ci/run runs it on the lowest and the
+    highest redis-py that pyproject.toml allows."""
+    from queuegate.pipeline import NOT_ENOUGH_DATA
+
+    assert NOT_ENOUGH_DATA is not None, "redis._parsers.hiredis.NOT_ENOUGH_DATA is gone"
+    assert await pipe.send(pack("PING")) == b"PONG"
+    link = pipe._link
+    assert link is not None
+    connection = link.connection
+    assert getattr(connection, "_writer", None) is not None, "Connection._writer (a StreamWriter) is gone"
+    parser = getattr(connection, "_parser", None)
+    assert callable(getattr(parser, "read_response", None)), "Connection._parser.read_response is gone"
+    reader = getattr(parser, "_reader", None)
+    assert callable(getattr(reader, "gets", None)), "the hiredis parser's _reader.gets is gone"
+    # And the early write really takes that path: 16 queued commands go out
+    # on the StreamWriter without the write task.
+    replies = await asyncio.gather(*(pipe.send(pack("INCR", "internals")) for _ in range(40)))
+    assert replies == list(range(1, 41))
