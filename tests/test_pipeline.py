@@ -87,9 +87,11 @@ async def test_the_redis_py_internals_the_pipeline_reads_are_still_there(pipe: A
     makes a redis-py release that moved them fail here, loudly, instead of
     making the gate silently slower. .ci/run runs it on the lowest and the
     highest redis-py that pyproject.toml allows."""
-    from queuegate.pipeline import NOT_ENOUGH_DATA
-
-    assert NOT_ENOUGH_DATA is not None, "redis._parsers.hiredis.NOT_ENOUGH_DATA is gone"
+    try:
+        from redis._parsers.hiredis import NOT_ENOUGH_DATA  # what the pipeline imports
+    except ImportError:
+        pytest.fail("redis._parsers.hiredis.NOT_ENOUGH_DATA is gone")
+    assert NOT_ENOUGH_DATA is not None
     assert await pipe.send(pack("PING")) == b"PONG"
     link = pipe._link
     assert link is not None

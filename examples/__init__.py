@@ -1,0 +1,1 @@
+"""Small runnable apps behind queuegate; tests/test_examples.py drives each."""

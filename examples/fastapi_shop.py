@@ -1,0 +1,45 @@
+"""FastAPI behind queuegate: a room on a route (a dependency) and a room per
+event by path patterns (the middleware alone).
+
+    export QUEUEGATE_REDIS_URL=redis://localhost:6379/0
+    export QUEUEGATE_SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
+    uvicorn examples.fastapi_shop:create_app --factory
+"""
+
+from __future__ import annotations
+
+from fastapi import Depends, FastAPI
+
+from queuegate import Admission, QueueGate, Room
+from queuegate.integrations.fastapi import queue
+
+
+def create_app(**gate_options: object) -> QueueGate:
+    app = FastAPI(title="A shop behind queuegate")
+
+    @app.get("/")
+    async def home() -> dict[str, str]:
+        return {"shop": "open"}
+
+    # Route-bound: the room sees exactly what this route serves.
+    @app.post("/checkout")
+    async def checkout(ticket: Admission | None = Depends(queue("sale"))) -> dict[str, str]:  # noqa: B008
+        if ticket is not None:
+            await ticket.release()  # the order is placed: the next visitor's turn
+        return {"order": "placed"}
+
+    @app.get("/checkout")
+    async def checkout_page(ticket: Admission | None = Depends(queue("sale"))) -> dict[str, str]:  # noqa: B008
+        return {"checkout": "your turn", "visitor": ticket.visitor if ticket else ""}
+
+    # By path: every /tickets/<event>/buy... gets a line of its own.
+    @app.get("/tickets/{event}/buy")
+    async def buy(event: str) -> dict[str, str]:
+        return {"event": event, "ticket": "yours"}
+
+    rooms = [
+        Room("sale", capacity=2, session=300),
+        Room("ticket-{event}", paths=["/tickets/{event}/buy*"], rate=5, per=10),
+    ]
+    # Settings not given here come from QUEUEGATE_* variables.
+    return QueueGate(app, rooms=rooms, **gate_options)  # type: ignore[arg-type]

@@ -1,0 +1,96 @@
+"""The examples in examples/ work as their docstrings say: a waiting visitor
+waits, an admitted one passes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from queuegate.embedded import free_port
+
+from .conftest import SECRET, client_for, wait_for_http
+from .test_routers import oracle, raw_request, request_bytes
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def test_fastapi_shop(redis_url: str) -> None:
+    from examples.fastapi_shop import create_app
+
+    gate = create_app(secret_key=SECRET, redis=redis_url, environ={})
+    try:
+        async with client_for(gate) as a, client_for(gate) as b, client_for(gate) as c:
+            assert (await a.get("/checkout")).json()["checkout"] == "your turn"
+            assert (await b.get("/checkout")).status_code == 200
+            waiting = await c.get("/checkout")  # capacity 2: the line
+            assert waiting.status_code == 503
+            assert "text/html" in waiting.headers["content-type"]
+            assert (await a.post("/checkout")).json() == {"order": "placed"}  # releases a's slot
+            assert (await c.get("/checkout")).status_code == 200
+            assert (await a.get("/tickets/7/buy")).json() == {"event": "7", "ticket": "yours"}
+        assert "ticket-7" in await gate.store.room_names()
+    finally:
+        await gate.store.aclose()
+
+
+async def test_django_site_with_its_session_feeding_identify(redis_url: str) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "examples.django_site.settings")
+    from examples.django_site.asgi import create_app
+
+    gate = create_app(secret_key=SECRET, redis=redis_url, environ={})
+    try:
+        async with client_for(gate) as phone, client_for(gate) as laptop, client_for(gate) as bob:
+            for device in (phone, laptop):
+                assert (await device.get("/login", params={"user": "alice"})).status_code == 200
+            await bob.get("/login", params={"user": "bob"})
+            assert (await phone.get("/checkout")).text == "checkout for alice"
+            assert (await bob.get("/checkout")).status_code == 503  # capacity 1: bob waits
+            # Alice's laptop holds the same place as her phone, not a second one.
+            assert (await laptop.get("/checkout")).text == "checkout for alice"
+            assert (await gate.rooms["sale"].stats())["waiting"] == 1
+            assert (await bob.get("/tickets/9/buy")).text == "ticket for 9"  # an async view
+    finally:
+        await gate.store.aclose()
+
+
+@pytest.fixture
+def behind_proxy(redis_url: str) -> Iterator[int]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "QUEUEGATE_REDIS_URL": redis_url,
+        "QUEUEGATE_SECRET_KEY": SECRET,
+        "QUEUEGATE_COOKIE_SECURE": "false",
+    }
+    command = [sys.executable, "-m", "uvicorn", "examples.behind_proxy:create_app", "--factory"]
+    command += ["--root-path", "/shop", "--port", str(port), "--log-level", "warning"]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/")
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_starlette_behind_a_proxy_prefix(behind_proxy: int) -> None:
+    base = f"http://127.0.0.1:{behind_proxy}"
+    # The proxy strips /shop: the app gets /checkout, uvicorn adds root_path.
+    with httpx.Client() as first, httpx.Client() as second:
+        assert first.get(base + "/checkout").text == "checkout"
+        waiting = second.get(base + "/checkout/pay")
+        assert waiting.status_code == 503
+        assert "/shop/_queuegate/status/sale" in waiting.text  # back through the proxy
+        status = second.get(base + "/_queuegate/status/sale")
+        assert status.json()["state"] == "waiting"
+    stranger = raw_request(behind_proxy, request_bytes("GET", "/checkout/.."))
+    assert stranger.startswith(b"HTTP/1.1 503")
+    assert oracle(stranger) == []
