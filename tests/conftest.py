@@ -125,6 +125,13 @@ def redis_url(server_url: str, servers: dict[str, Any], server_kind: str) -> str
     return server_url
 
 
+@pytest.fixture
+def own_server() -> Iterator[EmbeddedServer]:
+    """A server of this test's own, which it may stop, kill or restart."""
+    with EmbeddedServer(server_binary("path")) as server:
+        yield server
+
+
 async def ok_app(scope: Scope, receive: Receive, send: Send) -> None:
     """The protected app: answers 200 with the path, as any ASGI callable."""
     assert scope["type"] == "http"

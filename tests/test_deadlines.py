@@ -8,13 +8,12 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis.asyncio as aioredis
 
 from queuegate import Room, Store, StoreError
-from queuegate.embedded import EmbeddedServer, server_binary
+from queuegate.embedded import EmbeddedServer
 from queuegate.pipeline import AutoPipeline, pack
 
 from .conftest import MakeGate, call_asgi, http_scope
@@ -29,12 +28,6 @@ MARGIN = 0.15
 # first calls timed out, around the connection's silence limit (1 s) and
 # after the connection was given up and a new one opened.
 MOMENTS = (0.0, 0.1, 0.4, 0.6, 0.95, 1.1, 1.6)
-
-
-@pytest.fixture
-def own_server() -> Iterator[EmbeddedServer]:
-    with EmbeddedServer(server_binary("path")) as server:
-        yield server
 
 
 def hang(server: EmbeddedServer) -> None:

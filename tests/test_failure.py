@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
 from queuegate import Room
-from queuegate.embedded import EmbeddedServer, server_binary
+from queuegate.embedded import EmbeddedServer
 
 from .conftest import MakeGate, client_for
 
@@ -17,13 +17,6 @@ pytestmark = pytest.mark.anyio
 
 TIMEOUT = 0.2
 MARGIN = 0.3  # scheduling slack on a loaded 2-core machine
-
-
-@pytest.fixture
-def own_server() -> Iterator[EmbeddedServer]:
-    """A server this test may kill and restart."""
-    with EmbeddedServer(server_binary("path")) as server:
-        yield server
 
 
 @pytest.fixture

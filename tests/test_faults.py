@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -122,12 +122,6 @@ async def test_silent_redis_is_given_up_and_replaced(proxy: Proxy, proxied_store
     proxy.flowing.set()
     outcome = await proxied_store.enter(ROOM, "back")
     assert (outcome.state, outcome.visitor) == ("active", "back")
-
-
-@pytest.fixture
-def own_server() -> Iterator[EmbeddedServer]:
-    with EmbeddedServer(server_binary("path")) as server:
-        yield server
 
 
 async def test_killed_during_traffic_closed_mode_forwards_only_admitted(

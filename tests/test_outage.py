@@ -12,12 +12,11 @@ import asyncio
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 
 from queuegate import Room
-from queuegate.embedded import EmbeddedServer, server_binary
+from queuegate.embedded import EmbeddedServer
 
 from .conftest import MakeGate, call_asgi, http_scope
 
@@ -27,12 +26,6 @@ OUTAGE = float(os.environ.get("QUEUEGATE_OUTAGE_SECONDS", "3"))
 TIMEOUT = 0.2
 MARGIN = 0.15
 SHORT_SESSION = OUTAGE / 2 + 0.5  # ends in the middle of the outage
-
-
-@pytest.fixture
-def own_server() -> Iterator[EmbeddedServer]:
-    with EmbeddedServer(server_binary("path")) as server:
-        yield server
 
 
 async def test_admitted_visitors_pass_through_an_outage_until_their_sessions_end(
