@@ -430,8 +430,8 @@ class QueueGate:
             return self.pages.message(
                 "limited", room.name, status=429, as_json=as_json, retry_after=retry
             ), []
-        if state == "none":
-            return self.pages.message("refused", room.name, status=403, as_json=as_json), []
+        if state == "none":  # no place, and this request may not take one (a websocket)
+            return self.pages.message("not_admitted", room.name, status=403, as_json=as_json), []
         status = self.settings.waiting_status
         return self.pages.message("closed", room.name, status=status, as_json=as_json, retry_after=60), []
 
@@ -447,7 +447,10 @@ class QueueGate:
             return
         page, headers = await self.decide(room, scope)
         if page is None:
-            await app(scope, receive, self._with_headers(send, headers))
+            send = self._with_headers(send, headers)
+            if self._route_bound:  # another room may be on the route too
+                send = self._route_send(scope, send)
+            await app(scope, receive, send)
         else:
             await _send_page(page, send, headers)
 

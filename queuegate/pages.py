@@ -42,6 +42,10 @@ MESSAGES = {
         "Your place has been given up. Coming back puts you at the end of the line.",
     ),
     "not_found": ("Not found", "There is no such waiting room."),
+    "not_admitted": (
+        "Not your turn yet",
+        "Only visitors whose turn has come can connect here. Open the page to join the line.",
+    ),
     "cross_site": (
         "Not allowed from another site",
         "Leaving the line can only be asked for from this site's own waiting page.",

@@ -107,3 +107,22 @@ async def test_a_room_on_paths_and_routes_checks_a_request_once(make_gate: MakeG
     async with client_for(gate) as browser:
         assert (await browser.get("/checkout")).text == "ok"
     assert len(calls) == 1
+
+
+async def test_a_route_room_inside_a_path_room_still_answers_with_its_page(make_gate: MakeGate) -> None:
+    api = FastAPI()
+
+    @api.get("/shop/checkout", dependencies=[Depends(queue("checkout"))])
+    async def checkout() -> HTMLResponse:
+        return HTMLResponse("<p>pay</p>")
+
+    rooms = [Room("shop", paths=["/shop*"], capacity=10), Room("checkout", capacity=1, client_limit=0)]
+    gate = await make_gate(api, rooms=rooms)
+    async with client_for(gate) as a, client_for(gate) as b:
+        first = await a.get("/shop/checkout")
+        assert first.status_code == 200
+        assert "qg_checkout=" in ";".join(first.headers.get_list("set-cookie"))  # both rooms' cookies
+        assert (await a.get("/shop/checkout")).status_code == 200
+        page = await b.get("/shop/checkout")  # inside the shop, waiting for checkout
+        assert page.status_code == 503
+        assert "text/html" in page.headers["content-type"]
