@@ -73,7 +73,9 @@ def _die_with_parent() -> None:
 
 class EmbeddedServer:
     """One server process. ``args`` are extra server options, e.g.
-    ``["--appendonly", "yes"]``; ``port`` is kept across stop and start."""
+    ``["--appendonly", "yes"]``; ``config`` a configuration file read first
+    (a sentinel's, with ``args=["--sentinel"]``); ``port`` is kept across
+    stop and start."""
 
     def __init__(
         self,
@@ -82,8 +84,10 @@ class EmbeddedServer:
         port: int | None = None,
         args: Sequence[str] = (),
         data_dir: str | None = None,
+        config: str | None = None,
     ) -> None:
         self.binary = binary or server_binary()
+        self.config = config
         self.port = port or free_port()
         self.args = list(args)
         self._own_dir = data_dir is None
@@ -100,6 +104,7 @@ class EmbeddedServer:
             return self
         command = [
             self.binary,
+            *([self.config] if self.config else []),
             "--port",
             str(self.port),
             "--bind",

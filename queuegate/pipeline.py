@@ -24,7 +24,7 @@ from typing import Any, Protocol, cast
 
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
+from redis.exceptions import ConnectionError, ReadOnlyError, RedisError, ResponseError, TimeoutError
 
 try:  # what redis-py's hiredis reader answers when its buffer holds no whole reply
     from redis._parsers.hiredis import NOT_ENOUGH_DATA
@@ -240,18 +240,24 @@ class AutoPipeline:
             if link.broken:
                 return
             link.progress = loop.time()
-            self._answer(in_flight, replies)
+            if self._answer(in_flight, replies):
+                # This server is a replica now (a failover demoted it): the
+                # next connection asks where the master is (Sentinel).
+                self._break(link, ReadOnlyError("Redis is a read-only replica now"))
+                return
 
-    def _answer(self, in_flight: deque[asyncio.Future[Any]], replies: list[Any]) -> None:
+    def _answer(self, in_flight: deque[asyncio.Future[Any]], replies: list[Any]) -> bool:
         """Resolve the oldest calls in flight with ``replies``, in order. (Not
-        in the read loop itself, whose frame would keep the last one.)"""
+        in the read loop itself, whose frame would keep the last one.)
+        True when a reply says the server is a read-only replica."""
+        read_only = False
         for reply in replies:
             future = in_flight.popleft()
-            if future.done():
-                continue  # its caller gave up; the reply is dropped, in order
             if isinstance(reply, ResponseError):
-                future.set_exception(reply)
-            else:
+                read_only = read_only or isinstance(reply, ReadOnlyError) or "READONLY" in str(reply)
+                if not future.done():
+                    future.set_exception(reply)
+            elif not future.done():  # else its caller gave up; the reply is dropped, in order
                 future.set_result(reply)
         # Calls answered are forgotten at once: a second's worth of them kept
         # until their deadline would outlive the young GC generations and
@@ -259,6 +265,7 @@ class AutoPipeline:
         deadlines = self._deadlines
         while deadlines and deadlines[0][1].done():
             deadlines.popleft()
+        return read_only
 
     def _break(self, link: _Link, exc: BaseException) -> None:
         """The link is broken or silent: its commands in flight fail, and the

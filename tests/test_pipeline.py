@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import ReadOnlyError, ResponseError
 
+from queuegate.embedded import EmbeddedServer, server_binary
 from queuegate.pipeline import AutoPipeline, pack
 
 pytestmark = pytest.mark.anyio
@@ -105,3 +106,23 @@ async def test_the_redis_py_internals_the_pipeline_reads_are_still_there(pipe: A
     # on the StreamWriter without the write task.
     replies = await asyncio.gather(*(pipe.send(pack("INCR", "internals")) for _ in range(40)))
     assert replies == list(range(1, 41))
+
+
+async def test_a_connection_that_finds_a_replica_is_given_up(own_server: EmbeddedServer) -> None:
+    """After a failover the old master may come back as a replica: a
+    connection still on it would get READONLY for every write. The pipeline
+    drops it, so the next connection asks Sentinel where the master is."""
+    binary = server_binary("path")
+    with EmbeddedServer(binary, args=["--replicaof", "127.0.0.1", str(own_server.port)]) as replica:
+        client = aioredis.Redis(port=replica.port)
+        pool = client.connection_pool
+        pipe = AutoPipeline(lambda: pool.connection_class(**pool.connection_kwargs), 2.0, 4.0)
+        try:
+            assert await pipe.send(pack("GET", "x")) is None  # reads work on a replica
+            assert pipe._link is not None
+            with pytest.raises(ReadOnlyError):
+                await pipe.send(pack("SET", "x", "1"))
+            assert pipe._link is None
+        finally:
+            await pipe.aclose()
+            await client.aclose()
