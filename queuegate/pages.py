@@ -35,7 +35,7 @@ MESSAGES = {
     ),
     "unavailable": (
         "Temporarily unavailable",
-        "We cannot check the line right now. This page will try again in a few seconds.",
+        "We cannot check the line right now. Please try again in a few seconds.",
     ),
     "left": (
         "You left the line",
@@ -308,8 +308,19 @@ class Pages:
                 payload["retry_after_seconds"] = retry_after
             return self._json(status, [*self._json_headers, *extra], payload)
         heading, message = MESSAGES[kind]
-        refresh = "" if retry_after is None else f'<meta http-equiv="refresh" content="{retry_after}">'
+        # Without JavaScript a timed refresh is the only way the page can try
+        # again; with it, the visitor sees the countdown and can stop it.
+        refresh = (
+            ""
+            if retry_after is None
+            else f'<noscript><meta http-equiv="refresh" content="{retry_after}"></noscript>'
+        )
         body = self._message.fill(
-            {"heading": html.escape(heading), "message": html.escape(message), "refresh": refresh}
+            {
+                "heading": html.escape(heading),
+                "message": html.escape(message),
+                "refresh": refresh,
+                "retry": "" if retry_after is None else str(retry_after),
+            }
         )
         return Page(status, [*self._message_headers, *extra], body.encode())

@@ -1,0 +1,128 @@
+"""Every page the gate serves, checked in a real browser: axe-core (WCAG 2.x
+A and AA rules, through axe-playwright-python) in light and dark colour
+schemes, reflow at 320 CSS pixels (what 400 % zoom leaves of a 1280 px
+window) without sideways scrolling, and no motion for visitors who ask for
+less of it.
+
+Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+import pytest
+
+from queuegate import QueueGate, Room
+
+from .conftest import SECRET, call_asgi, http_scope, ok_app
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    if os.environ.get("QUEUEGATE_E2E") == "required":
+        pytest.fail("QUEUEGATE_E2E=required but no chromium on the PATH", pytrace=False)
+    pytest.skip("no Chromium: apt-get install chromium (Debian)", allow_module_level=True)
+
+from axe_playwright_python.sync_playwright import Axe  # noqa: E402
+from playwright.sync_api import Browser, sync_playwright  # noqa: E402
+
+WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
+
+
+def gate_pages(redis_url: str) -> dict[str, str]:
+    """The HTML of every page the gate answers with, from a real gate."""
+
+    async def collect() -> dict[str, str]:
+        rooms = [
+            Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=1, title="Summer sale"),
+            Room("drop", paths=["/drop*"], rate=1, opens_at=time.time() + 3600, title="Sneaker drop"),
+            Room("gone", paths=["/gone*"], rate=1, status="closed"),
+        ]
+        gate = QueueGate(ok_app, rooms=rooms, secret_key=SECRET, redis=redis_url, environ={})
+        down = QueueGate(ok_app, rooms=rooms, secret_key=SECRET, redis="redis://127.0.0.1:1/0", environ={})
+        pages: dict[str, str] = {}
+
+        async def html(
+            app: QueueGate, path: str, method: str = "GET", client: str = "192.0.2.1", **extra: Any
+        ) -> str:
+            scope = http_scope(path, method=method, **extra)
+            scope["client"] = (client, 5000)
+            status, headers, body = await call_asgi(app, scope)
+            assert headers["content-type"].startswith("text/html"), (path, status)
+            return body.decode()
+
+        try:
+            await call_asgi(gate, http_scope("/checkout"))  # the hour's one place
+            pages["waiting"] = await html(gate, "/checkout", client="192.0.2.2")
+            pages["limited"] = await html(gate, "/checkout", client="192.0.2.2")  # its one new place a minute
+            pages["prequeue"] = await html(gate, "/drop")
+            pages["closed"] = await html(gate, "/gone")
+            pages["unavailable"] = await html(down, "/checkout")
+            pages["not_found"] = await html(gate, "/_queuegate/leave/nowhere", method="POST")
+            pages["left"] = await html(gate, "/_queuegate/leave/sale", method="POST")
+            cross = [(b"origin", b"https://evil.example")]
+            pages["cross_site"] = await html(gate, "/_queuegate/leave/sale", method="POST", headers=cross)
+        finally:
+            await gate.store.aclose()
+            await down.store.aclose()
+        return pages
+
+    # In a thread of its own: Playwright's sync API runs an event loop here.
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, collect()).result()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
+        )
+        yield launched
+        launched.close()
+
+
+def test_every_page_passes_axe_and_reflows_at_400_percent(redis_url: str, browser: Browser) -> None:
+    pages = gate_pages(redis_url)
+    assert len(pages) == 8
+    axe = Axe()
+    failures = []
+    for scheme in ("light", "dark"):
+        for width in (320, 1280):
+            context = browser.new_context(
+                viewport={"width": width, "height": 800}, color_scheme=scheme, bypass_csp=True
+            )
+            page = context.new_page()
+            for name, html in pages.items():
+                page.set_content(html)
+                results = axe.run(page, options={"runOnly": {"type": "tag", "values": WCAG_AA}})
+                for violation in results.response["violations"]:
+                    where = [node["target"] for node in violation["nodes"]]
+                    failures.append(f"{name} ({scheme}, {width}px): {violation['id']}: {where}")
+                if width == 320:
+                    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                    if overflow > 0:
+                        failures.append(f"{name} ({scheme}): scrolls sideways by {overflow}px at 320px")
+            context.close()
+    assert not failures, "\n".join(failures)
+
+
+def test_no_motion_for_those_who_ask_for_less(redis_url: str, browser: Browser) -> None:
+    html = gate_pages(redis_url)["waiting"]
+    motions: tuple[tuple[Literal["no-preference", "reduce"], bool], ...] = (
+        ("no-preference", True),
+        ("reduce", False),
+    )
+    for motion, moving in motions:
+        context = browser.new_context(reduced_motion=motion, bypass_csp=True)
+        page = context.new_page()
+        page.set_content(html)
+        animations = page.evaluate("document.getAnimations().length")
+        assert (animations > 0) == moving, motion
+        context.close()
