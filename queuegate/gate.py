@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .clients import ClientAddresses
+from .i18n import DEFAULT, MAX_ACCEPT_LANGUAGE, Language, language_for, negotiate
 from .pages import Headers, Page, Pages
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
@@ -94,6 +95,13 @@ def _wants_json(scope: Scope) -> bool:
         if name == b"accept":
             return b"application/json" in value and b"text/html" not in value
     return False
+
+
+def _accept_language(scope: Scope) -> str:
+    for name, value in scope["headers"]:
+        if name == b"accept-language":
+            return bytes(value[:MAX_ACCEPT_LANGUAGE]).decode("latin-1")
+    return ""
 
 
 def _same_origin(scope: Scope) -> bool:
@@ -169,6 +177,7 @@ class QueueGate:
         bypass_networks: Sequence[str] | None = None,
         trusted_proxies: Sequence[str] | None = None,
         bind_cookie: Sequence[str] | None = None,
+        language: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.app = app
@@ -189,6 +198,7 @@ class QueueGate:
             bypass_networks=bypass_networks,
             trusted_proxies=trusted_proxies,
             bind_cookie=bind_cookie,
+            language=language,
         )
         if not settings.rooms:
             raise ConfigError("rooms: no room configured; pass rooms=[Room(...)] or set QUEUEGATE_ROOMS")
@@ -325,6 +335,15 @@ class QueueGate:
 
     # -- the decision --------------------------------------------------------
 
+    def language(self, room: Room | None, scope: Scope) -> Language:
+        """The language of the gate's answer: the room's or the gate's fixed
+        one, else the visitor's (Accept-Language), else English."""
+        code = (room.language if room is not None else None) or self.settings.language
+        if code is None:
+            header = _accept_language(scope)
+            code = negotiate(header) if header else DEFAULT
+        return language_for(code)
+
     def _store_failed(self, room: Room, exc: StoreError) -> None:
         """Redis did not answer: count it, and log it once per burst."""
         self.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
@@ -336,29 +355,36 @@ class QueueGate:
             )
 
     def _line_page(
-        self, room: Room, outcome: Outcome, as_json: bool, root: str, status: int | None = None
+        self, room: Room, outcome: Outcome, as_json: bool, scope: Scope, status: int | None = None
     ) -> Page:
-        base = root + self.settings.endpoint
+        base = scope[GATE_KEY][1] + self.settings.endpoint
+        language = self.language(room, scope)
         return self.pages.waiting(
-            room.title or room.name,
+            room.title_in(language.code),
             room.name,
             outcome,
             status_url=f"{base}/status/{room.name}",
             leave_url=f"{base}/leave/{room.name}",
             as_json=as_json,
             status=status,
+            language=language,
         )
 
-    def _unavailable(self, room: Room, as_json: bool) -> Page:
+    def _message(
+        self, kind: str, room: Room, scope: Scope, status: int, as_json: bool, retry_after: int | None = None
+    ) -> Page:
+        language = self.language(room, scope)
         return self.pages.message(
-            "unavailable", room.name, status=503, as_json=as_json, retry_after=UNAVAILABLE_RETRY
+            kind, room.name, status=status, as_json=as_json, retry_after=retry_after, language=language
         )
 
-    def _refused(self, room: Room, as_json: bool) -> tuple[Page, Headers]:
+    def _unavailable(self, room: Room, scope: Scope, as_json: bool) -> Page:
+        return self._message("unavailable", room, scope, 503, as_json, UNAVAILABLE_RETRY)
+
+    def _refused(self, room: Room, scope: Scope, as_json: bool) -> tuple[Page, Headers]:
         # The cookie is cleared: next time this browser is simply a newcomer.
         self.counters["refused"] += 1
-        page = self.pages.message("refused", room.name, status=403, as_json=as_json)
-        return page, [self.visitors.clear_cookie(room)]
+        return self._message("refused", room, scope, 403, as_json), [self.visitors.clear_cookie(room)]
 
     async def decide(self, room: Room, scope: Scope, *, join: bool = True) -> tuple[Page | None, Headers]:
         """Whether a request may reach the app: ``(None, headers)`` to forward
@@ -368,10 +394,10 @@ class QueueGate:
         refused instead of joining the line (websockets)."""
         as_json = _wants_json(scope)
         if room.placeholders:  # a template whose `accept` refused the values
-            return self.pages.message("not_found", room.name, status=404, as_json=as_json), []
+            return self._message("not_found", room, scope, 404, as_json), []
         who = await self.visitors.read(room, scope)
         if who.refused:
-            return self._refused(room, as_json)
+            return self._refused(room, scope, as_json)
         asked = who.visitor or new_visitor_id()
         try:
             outcome = await self.store.enter(
@@ -400,7 +426,7 @@ class QueueGate:
             self.counters["outage_passed"] += 1
             scope["queuegate"] = Admission(room.name, who.visitor, who.until_ms, self)
             return None, []
-        return self._unavailable(room, as_json), []
+        return self._unavailable(room, scope, as_json), []
 
     def _answer(
         self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
@@ -424,16 +450,14 @@ class QueueGate:
             scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self)
             return None, cookie
         if state == "waiting" or state == "prequeue":
-            return self._line_page(room, outcome, as_json, scope[GATE_KEY][1]), cookie
+            return self._line_page(room, outcome, as_json, scope), cookie
         if state == "limited":
             retry = max(1, math.ceil(outcome.eta_ms / 1000))
-            return self.pages.message(
-                "limited", room.name, status=429, as_json=as_json, retry_after=retry
-            ), []
+            return self._message("limited", room, scope, 429, as_json, retry), []
         if state == "none":  # no place, and this request may not take one (a websocket)
-            return self.pages.message("not_admitted", room.name, status=403, as_json=as_json), []
+            return self._message("not_admitted", room, scope, 403, as_json), []
         status = self.settings.waiting_status
-        return self.pages.message("closed", room.name, status=status, as_json=as_json, retry_after=60), []
+        return self._message("closed", room, scope, status, as_json, 60), []
 
     async def _gate(self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
         if scope["type"] == "websocket":
@@ -516,7 +540,10 @@ class QueueGate:
         room = self.rooms.room(name)
         as_json = action == "status" or _wants_json(scope)
         if room is None:
-            await _send_page(self.pages.message("not_found", name, status=404, as_json=as_json), send)
+            language = self.language(None, scope)
+            await _send_page(
+                self.pages.message("not_found", name, status=404, as_json=as_json, language=language), send
+            )
             return
         method = scope["method"].upper()
         if (action == "status" and method not in ("GET", "HEAD")) or (action == "leave" and method != "POST"):
@@ -525,14 +552,14 @@ class QueueGate:
             await _send_page(page, send, [(b"allow", allowed)])
             return
         if action == "leave" and not _same_origin(scope):
-            await _send_page(self.pages.message("cross_site", name, status=403, as_json=as_json), send)
+            await _send_page(self._message("cross_site", room, scope, 403, as_json), send)
             return
         who = await self.visitors.read(room, scope)
         if who.refused:
-            page, headers = self._refused(room, as_json)
+            page, headers = self._refused(room, scope, as_json)
             await _send_page(page, send, headers)
         elif action == "leave":
-            await self._leave(room, who.visitor, as_json, send)
+            await self._leave(room, who.visitor, scope, as_json, send)
         elif who.visitor is None:
             await _send_page(self.pages.state(name, "none"), send)
         else:
@@ -550,9 +577,9 @@ class QueueGate:
             self._store_failed(room, exc)
             outcome = None
         if outcome is None:
-            page = self._unavailable(room, as_json=True)
+            page = self._unavailable(room, scope, as_json=True)
         elif outcome.state in ("waiting", "prequeue"):
-            page = self._line_page(room, outcome, True, scope[GATE_KEY][1], status=200)
+            page = self._line_page(room, outcome, True, scope, status=200)
         elif outcome.state == "active":
             expires_in = max(0, (outcome.expires_ms - outcome.now_ms) // 1000)
             page = self.pages.state(room.name, "active", expires_in_seconds=expires_in)
@@ -560,12 +587,12 @@ class QueueGate:
             page = self.pages.state(room.name, outcome.state)
         await _send_page(page, send)
 
-    async def _leave(self, room: Room, visitor: str | None, as_json: bool, send: Send) -> None:
+    async def _leave(self, room: Room, visitor: str | None, scope: Scope, as_json: bool, send: Send) -> None:
         if visitor is not None:
             try:
                 await self.store.leave(room, visitor)
             except StoreError:
-                await _send_page(self._unavailable(room, as_json), send)
+                await _send_page(self._unavailable(room, scope, as_json), send)
                 return
-        page = self.pages.message("left", room.name, status=200, as_json=as_json)
+        page = self._message("left", room, scope, 200, as_json)
         await _send_page(page, send, [self.visitors.clear_cookie(room)])

@@ -2,7 +2,11 @@
 
 Templates are read and their fixed headers built once, at start-up. Every
 value put into HTML is escaped; the page's own script gets a CSP hash so no
-other script can run on it.
+other script can run on it. Pages speak the visitor's language (see
+``queuegate.i18n``): each template's fixed texts are ``$t_...`` placeholders
+filled from the language's catalog, and the texts a page's script shows
+travel in data attributes, so the script (and its hash) is the same in every
+language.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import html
 import json
 import math
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,46 +24,87 @@ from importlib.resources import files
 from string import Template
 from typing import Any
 
+from .i18n import DEFAULT, N_, Language, language_for
 from .store import Outcome
 
 __all__ = ["Page", "Pages", "eta_text"]
 
 Headers = list[tuple[bytes, bytes]]
-_JSON = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps with options makes one per call
+# Made once (json.dumps with options makes one per call); UTF-8 as it is
+# (RFC 8259), not six bytes per character of a visitor's language.
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 MESSAGES = {
     "closed": (
-        "This line is closed",
-        "Nobody new can join right now: it may be sold out or over. Please come back later.",
+        N_("This line is closed"),
+        N_("Nobody new can join right now: it may be sold out or over. Please come back later."),
     ),
     "unavailable": (
-        "Temporarily unavailable",
-        "We cannot check the line right now. Please try again in a few seconds.",
+        N_("Temporarily unavailable"),
+        N_("We cannot check the line right now. Please try again in a few seconds."),
     ),
     "left": (
-        "You left the line",
-        "Your place has been given up. Coming back puts you at the end of the line.",
+        N_("You left the line"),
+        N_("Your place has been given up. Coming back puts you at the end of the line."),
     ),
-    "not_found": ("Not found", "There is no such waiting room."),
+    "not_found": (N_("Not found"), N_("There is no such waiting room.")),
     "not_admitted": (
-        "Not your turn yet",
-        "Only visitors whose turn has come can connect here. Open the page to join the line.",
+        N_("Not your turn yet"),
+        N_("Only visitors whose turn has come can connect here. Open the page to join the line."),
     ),
     "cross_site": (
-        "Not allowed from another site",
-        "Leaving the line can only be asked for from this site's own waiting page.",
+        N_("Not allowed from another site"),
+        N_("Leaving the line can only be asked for from this site's own waiting page."),
     ),
     "limited": (
-        "Too many new places from your network",
-        "So many places in this line were just taken from your network that we cannot give another "
-        "one right now. Please try again in a minute.",
+        N_("Too many new places from your network"),
+        N_(
+            "So many places in this line were just taken from your network that we cannot give "
+            "another one right now. Please try again in a minute."
+        ),
     ),
     "refused": (
-        "This place belongs to someone else",
-        "This place in line was taken by another account. Sign in with the account that joined, "
-        "or open the page again to join the line yourself.",
+        N_("This place belongs to someone else"),
+        N_(
+            "This place in line was taken by another account. Sign in with the account that joined, "
+            "or open the page again to join the line yourself."
+        ),
     ),
 }
+
+# The fixed texts of the built-in templates, as $t_<name> placeholders.
+TEXTS = {
+    "in_line": N_("You are in line"),
+    "place_label": N_("your place in line"),
+    "draw_label": N_("people in the draw"),
+    "ahead_label": N_("Ahead of you"),
+    "next_label": N_("Who goes next"),
+    "eta_label": N_("Estimated wait"),
+    "keep_open": N_(
+        "Keep this page open. It updates by itself and takes you in as soon as it is your turn. "
+        "Reloading keeps your place."
+    ),
+    "updated": N_("Last updated"),
+    "leave": N_("Leave the line"),
+    "say_place": N_("Your place in line: {position}. Estimated wait: {eta}."),
+    "say_turn": N_("Your turn has come: taking you in."),
+    "opening_soon": N_("Opening soon"),
+    "until_opening": N_("until the opening"),
+    "in_prequeue": N_("In the pre-queue"),
+    "opens_at": N_("Opens at"),
+    "prequeue_note": N_(
+        "You are in. When the sale opens, everyone who came early gets a random place in line, "
+        "so there is no need to rush or reload. Keep this page open; it takes you on by itself."
+    ),
+    "fairness": N_(
+        "Fairness: the order is drawn from a secret that will be published after the event. Its SHA-256:"
+    ),
+    "leave_prequeue": N_("Leave the pre-queue"),
+    "stop": N_("Stop"),
+    "stopped": N_("Stopped. Reload the page to try again."),
+}
+LOTTERY_AHEAD = N_("a random draw whenever places free up")
+RETRYING = N_("Trying again in {seconds} s.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,18 +114,9 @@ class Page:
     body: bytes
 
 
-def eta_text(eta_ms: int) -> str:
+def eta_text(eta_ms: int, language: Language | None = None) -> str:
     """The estimate as people read it; never more precise than it is."""
-    if eta_ms < 0:
-        return "unknown for now"
-    if eta_ms <= 10_000:
-        return "a few seconds"
-    if eta_ms < 60_000:
-        return f"about {math.ceil(eta_ms / 10_000) * 10} seconds"
-    minutes = math.ceil(eta_ms / 60_000)
-    if minutes < 90:
-        return f"about {minutes} minute{'s' if minutes != 1 else ''}"
-    return f"about {math.ceil(minutes / 60)} hours"
+    return (language or language_for(DEFAULT)).eta_text(eta_ms)
 
 
 # A page's values are mostly the same from one visitor to the next (title,
@@ -89,15 +124,11 @@ def eta_text(eta_ms: int) -> str:
 _escaped = lru_cache(maxsize=4096)(html.escape)
 
 
-@lru_cache(maxsize=16)
-def _clock(second: int) -> str:
-    return time.strftime("%H:%M:%S UTC", time.gmtime(second))
-
-
-def _ahead_text(ahead: int) -> str:
-    if ahead == 0:
-        return "nobody: you are next"
-    return f"{ahead} {'person' if ahead == 1 else 'people'}"
+@lru_cache(maxsize=64)
+def _texts(language: Language) -> dict[str, str]:
+    """A language's fixed texts, escaped, as template values (and lang, dir)."""
+    texts = {f"t_{name}": html.escape(language.text(message)) for name, message in TEXTS.items()}
+    return {**texts, "lang": language.tag, "dir": language.dir}
 
 
 def _template(name: str) -> str:
@@ -200,19 +231,25 @@ class Pages:
         leave_url: str,
         as_json: bool,
         status: int | None = None,
+        language: Language | None = None,
     ) -> Page:
-        """The waiting page or JSON for a ``waiting`` or ``prequeue`` outcome."""
+        """The waiting page or JSON for a ``waiting`` or ``prequeue`` outcome,
+        in ``language`` (default English)."""
+        language = language or language_for(DEFAULT)
         status = self.waiting_status if status is None else status
         poll = max(1, math.ceil(outcome.poll_ms / 1000))
         headers = [*self._json_headers] if as_json else [*self._waiting_headers]
         headers.append((b"retry-after", str(poll).encode()))
+        headers.append((b"content-language", language.tag.encode()))
         if outcome.state == "prequeue":
-            return self._prequeue(title, room, outcome, status, headers, poll, status_url, leave_url, as_json)
+            return self._prequeue(
+                title, room, outcome, status, headers, poll, status_url, leave_url, as_json, language
+            )
         lottery = outcome.method == "random"
         facts: dict[str, Any] = {
             "position": None if lottery else outcome.rank + 1,
-            "ahead_text": "a random draw whenever places free up" if lottery else _ahead_text(outcome.rank),
-            "eta_text": eta_text(outcome.eta_ms),
+            "ahead_text": language.text(LOTTERY_AHEAD) if lottery else language.ahead_text(outcome.rank),
+            "eta_text": language.eta_text(outcome.eta_ms),
         }
         if as_json:
             payload = {
@@ -224,16 +261,17 @@ class Pages:
                 "eta_seconds": None if outcome.eta_ms < 0 else math.ceil(outcome.eta_ms / 1000),
                 "poll_after_seconds": poll,
                 "status_url": status_url,
+                "language": language.tag,
                 **facts,
             }
             return self._json(status, headers, payload)
         values = {
             **facts,
-            "position": outcome.line if lottery else outcome.rank + 1,
-            "position_label": "people in the draw" if lottery else "your place in line",
-            "ahead_label": "Who goes next" if lottery else "Ahead of you",
+            "position": language.number(outcome.line if lottery else outcome.rank + 1),
+            "position_label": language.text(TEXTS["draw_label" if lottery else "place_label"]),
+            "ahead_label": language.text(TEXTS["next_label" if lottery else "ahead_label"]),
         }
-        body = self._render(self._waiting, title, outcome, poll, status_url, leave_url, values)
+        body = self._render(self._waiting, title, outcome, poll, status_url, leave_url, values, language)
         return Page(status, headers, body)
 
     def _prequeue(
@@ -247,6 +285,7 @@ class Pages:
         status_url: str,
         leave_url: str,
         as_json: bool,
+        language: Language,
     ) -> Page:
         opens_in = max(0, outcome.opens_at_ms - outcome.now_ms)
         if as_json:
@@ -259,17 +298,20 @@ class Pages:
                 "seed_sha256": outcome.seed_sha256,
                 "poll_after_seconds": poll,
                 "status_url": status_url,
+                "language": language.tag,
             }
             return self._json(status, headers, payload)
         seconds = math.ceil(opens_in / 1000)
         values = {
             "opens_in_ms": opens_in,
             "countdown": f"{seconds // 60}:{seconds % 60:02d}",
-            "line": outcome.line,
-            "opens_at": _clock(outcome.opens_at_ms // 1000),
+            "line": language.number(outcome.line),
+            "opens_at": language.clock(outcome.opens_at_ms // 1000),
             "seed_sha256": outcome.seed_sha256,
         }
-        body = self._render(self._prequeue_page, title, outcome, poll, status_url, leave_url, values)
+        body = self._render(
+            self._prequeue_page, title, outcome, poll, status_url, leave_url, values, language
+        )
         return Page(status, headers, body)
 
     def _render(
@@ -281,46 +323,59 @@ class Pages:
         status_url: str,
         leave_url: str,
         values: Mapping[str, Any],
+        language: Language,
     ) -> bytes:
         every = {
             "title": title,
             "status_url": status_url,
             "leave_url": leave_url,
             "poll_seconds": poll,
-            "updated": _clock(outcome.now_ms // 1000),
+            "updated": language.clock(outcome.now_ms // 1000),
             **values,
         }
         escaped = {k: _escaped(str(v)) for k, v in every.items()}
-        return template.fill({**escaped, "style": self._style}).encode()
+        return template.fill({**_texts(language), **escaped, "style": self._style}).encode()
 
     def state(self, room: str, state: str, status: int = 200, **extra: Any) -> Page:
         """A JSON state for the status endpoint (active, pass, none)."""
         return self._json(status, self._json_headers, {"room": room, "state": state, **extra})
 
     def message(
-        self, kind: str, room: str, *, status: int, as_json: bool, retry_after: int | None = None
+        self,
+        kind: str,
+        room: str,
+        *,
+        status: int,
+        as_json: bool,
+        retry_after: int | None = None,
+        language: Language | None = None,
     ) -> Page:
         """Closed, unavailable, left, not found: a short page or JSON."""
-        extra: Headers = [] if retry_after is None else [(b"retry-after", str(retry_after).encode())]
+        language = language or language_for(DEFAULT)
+        extra: Headers = [(b"content-language", language.tag.encode())]
+        if retry_after is not None:
+            extra.append((b"retry-after", str(retry_after).encode()))
+        heading, message = (language.text(text) for text in MESSAGES[kind])
         if as_json:
-            payload: dict[str, Any] = {"room": room, "state": kind}
+            payload: dict[str, Any] = {"room": room, "state": kind, "title": heading, "message": message}
             if retry_after is not None:
                 payload["retry_after_seconds"] = retry_after
             return self._json(status, [*self._json_headers, *extra], payload)
-        heading, message = MESSAGES[kind]
         # Without JavaScript a timed refresh is the only way the page can try
         # again; with it, the visitor sees the countdown and can stop it.
-        refresh = (
-            ""
-            if retry_after is None
-            else f'<noscript><meta http-equiv="refresh" content="{retry_after}"></noscript>'
-        )
+        retry = refresh = ""
+        if retry_after is not None:
+            refresh = f'<noscript><meta http-equiv="refresh" content="{retry_after}"></noscript>'
+            seconds = f'<span id="qg-seconds">{retry_after}</span>'
+            retry = html.escape(language.text(RETRYING)).replace("{seconds}", seconds)
         body = self._message.fill(
             {
+                **_texts(language),
                 "heading": html.escape(heading),
                 "message": html.escape(message),
                 "refresh": refresh,
                 "retry": "" if retry_after is None else str(retry_after),
+                "t_retrying": retry,
             }
         )
         return Page(status, [*self._message_headers, *extra], body.encode())

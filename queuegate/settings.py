@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from .i18n import LANGUAGES
+
 __all__ = ["BINDINGS", "STATUSES", "ConfigError", "Room", "Settings", "check_room_setting"]
 
 STATUSES = ("open", "paused", "queue_all", "passthrough", "closed")
@@ -82,6 +84,17 @@ def check_room_setting(name: str, value: Any) -> str:
     raise ConfigError(f"unknown room setting {name!r}")
 
 
+def check_language(name: str, value: Any) -> str | None:
+    """A shipped language's catalog name (``ko``, ``zh_Hant``), or None."""
+    if value is None:
+        return None
+    if value not in LANGUAGES:
+        raise ConfigError(
+            f"{name} must be one of {', '.join(LANGUAGES)} (or None: the visitor's), got {value!r}"
+        )
+    return str(value)
+
+
 def _opening_ms(value: Any) -> int:
     """An opening time as epoch ms: a timezone-aware datetime, an ISO 8601 text
     with a zone, epoch seconds, or None/0 for no scheduled opening."""
@@ -132,7 +145,9 @@ class Room:
     has not polled for ``abandon`` seconds is skipped when their turn comes.
     ``fail`` says what happens when Redis cannot answer in time: ``closed``
     answers 503, ``open`` lets the request through. ``title`` is the name shown
-    to visitors on the waiting page (default: ``name``).
+    to visitors on the waiting page (default: ``name``); a mapping gives it per
+    language (``{"en": "Summer sale", "ko": "여름 세일"}``). ``language`` fixes
+    the room's pages to one language instead of each visitor's own.
 
     ``client_limit`` is the most new places one client address may take in
     the room per minute (the excess gets 429), so one client cannot fill the
@@ -166,7 +181,8 @@ class Room:
     abandon: float = 300.0
     methods: Sequence[str] | None = None
     fail: FailMode = "closed"
-    title: str | None = None
+    title: str | Mapping[str, str] | None = None
+    language: str | None = None
     max_step: int = 1000
     status: str = "open"
     method: str = "fifo"
@@ -201,8 +217,18 @@ class Room:
         object.__setattr__(self, "paths", tuple(self.paths))
         if self.methods is not None:
             object.__setattr__(self, "methods", tuple(self.methods))
-        if self.title is not None and not isinstance(self.title, str):
-            raise ConfigError(f"{where}: title must be a string, got {self.title!r}")
+        if isinstance(self.title, Mapping):
+            titles = dict(self.title)
+            for code, text in titles.items():
+                check_language(f"{where}: title language", code)
+                if not isinstance(text, str):
+                    raise ConfigError(f"{where}: title must be a string per language, got {text!r}")
+            object.__setattr__(self, "title", tuple(sorted(titles.items())))  # hashable
+        elif self.title is not None and not isinstance(self.title, str):
+            raise ConfigError(
+                f"{where}: title must be a string or a mapping of languages, got {self.title!r}"
+            )
+        check_language(f"{where}: language", self.language)
         if self.fail not in ("closed", "open"):
             raise ConfigError(f"{where}: fail must be 'closed' or 'open', got {self.fail!r}")
         if self.accept is not None and (not callable(self.accept) or not self.placeholders):
@@ -218,6 +244,16 @@ class Room:
             raise ConfigError(f"{where}: set rate (with per) or capacity, or both")
         object.__setattr__(self, "defaults", ",".join(args))
 
+    def title_in(self, language: str) -> str:
+        """The title shown to visitors in ``language``: the one given for it,
+        else for English, else any given, else the room's name."""
+        if self.title is None:
+            return self.name
+        if isinstance(self.title, str):
+            return self.title
+        titles = dict(self.title)
+        return titles.get(language) or titles.get("en") or next(iter(titles.values()), self.name)
+
     @property
     def placeholders(self) -> list[str]:
         """The ``{names}`` in a template room's name (empty for a plain room)."""
@@ -228,7 +264,7 @@ class Room:
         """Build a room from plain data (the QUEUEGATE_ROOMS JSON)."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"each room must be a JSON object, got {data!r}")
-        known = {"name", "paths", "methods", "fail", "title", *ROOM_SETTINGS}
+        known = {"name", "paths", "methods", "fail", "title", "language", *ROOM_SETTINGS}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"unknown room setting(s) {', '.join(unknown)} in {data!r}")
@@ -280,6 +316,7 @@ class Settings:
     bypass_networks: tuple[str, ...] = ()
     trusted_proxies: tuple[str, ...] = ()
     bind_cookie: tuple[str, ...] = ()
+    language: str | None = None
 
     def __post_init__(self) -> None:
         if not self.secret_keys:
@@ -311,6 +348,7 @@ class Settings:
                 raise ConfigError(f"bypass_paths: each pattern must start with '/', got {pattern!r}")
         if self.bypass_secret is not None and len(self.bypass_secret) < MIN_SECRET_LENGTH:
             raise ConfigError(f"bypass_secret must be at least {MIN_SECRET_LENGTH} characters")
+        check_language("language", self.language)
         for binding in self.bind_cookie:
             if binding not in BINDINGS:
                 raise ConfigError(
@@ -360,6 +398,7 @@ class Settings:
             "bypass_networks": ("QUEUEGATE_BYPASS_NETWORKS", _env_list),
             "trusted_proxies": ("QUEUEGATE_TRUSTED_PROXIES", _env_list),
             "bind_cookie": ("QUEUEGATE_BIND_COOKIE", _env_list),
+            "language": ("QUEUEGATE_LANGUAGE", str),
         }
         unknown = sorted(set(options) - set(casts))
         if unknown:

@@ -1,0 +1,143 @@
+"""Every visitor's language: the built-in pages' texts from gettext catalogs.
+
+Catalogs live in ``queuegate/locales/<language>/LC_MESSAGES/queuegate.po``
+(compiled in memory by Babel when a language is first used, so no binary
+files are kept). A request's language comes from its ``Accept-Language``
+(or is fixed by the gate's or a room's ``language``); plural rules come from
+each catalog, numbers and times are formatted by Babel for the language.
+Texts are whole sentences with named placeholders, never assembled from
+fragments.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import cache, lru_cache
+from importlib.resources import files
+
+from babel import Locale
+from babel.dates import format_time
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
+from babel.numbers import format_decimal
+from babel.support import Translations
+
+__all__ = ["DEFAULT", "LANGUAGES", "N_", "Language", "language_for", "negotiate"]
+
+DEFAULT = "en"
+# The languages shipped, as catalog folder names.
+LANGUAGES = ("en", "ko", "ja", "zh_Hans", "zh_Hant", "es", "de", "fr", "ar", "he")
+MAX_ACCEPT_LANGUAGE = 200  # bytes of the header that are read (and cached by)
+
+
+def N_(message: str) -> str:  # the gettext name for "translate later"
+    """Marks a text for the catalogs where it is defined; translated when used."""
+    return message
+
+
+class Language:
+    """One language's texts and formats."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        locale = Locale.parse(code)
+        self.locale = locale
+        # The lang attribute: BCP 47 (zh-Hans, pt-BR).
+        self.tag = code.replace("_", "-")
+        self.dir = "rtl" if locale.character_order == "right-to-left" else "ltr"
+        source = files(__package__).joinpath("locales", code, "LC_MESSAGES", "queuegate.po")
+        with source.open("rb") as po:
+            catalog = read_po(po, locale=code)
+        compiled = io.BytesIO()
+        write_mo(compiled, catalog)
+        compiled.seek(0)
+        self._translations = Translations(compiled)
+        self.clock: Callable[[int], str] = lru_cache(maxsize=16)(self._clock)
+
+    def text(self, message: str, **values: object) -> str:
+        translated = self._translations.gettext(message)
+        return translated.format(**values) if values else translated
+
+    def plural(self, singular: str, plural: str, count: int, **values: object) -> str:
+        translated = self._translations.ngettext(singular, plural, count)
+        return translated.format(num=self.number(count), **values)
+
+    def number(self, value: int) -> str:
+        return format_decimal(value, locale=self.locale)
+
+    def _clock(self, second: int) -> str:
+        moment = datetime.fromtimestamp(second, UTC)
+        return format_time(moment, "medium", tzinfo=UTC, locale=self.locale) + " UTC"
+
+    def eta_text(self, eta_ms: int) -> str:
+        """The estimate as people read it; never more precise than it is."""
+        if eta_ms < 0:
+            return self.text(N_("unknown for now"))
+        if eta_ms <= 10_000:
+            return self.text(N_("a few seconds"))
+        if eta_ms < 60_000:
+            tens = math.ceil(eta_ms / 10_000) * 10
+            return self.plural(N_("about {num} second"), N_("about {num} seconds"), tens)
+        minutes = math.ceil(eta_ms / 60_000)
+        if minutes < 90:
+            return self.plural(N_("about {num} minute"), N_("about {num} minutes"), minutes)
+        hours = math.ceil(minutes / 60)
+        return self.plural(N_("about {num} hour"), N_("about {num} hours"), hours)
+
+    def ahead_text(self, ahead: int) -> str:
+        if ahead == 0:
+            return self.text(N_("nobody: you are next"))
+        return self.plural(N_("{num} person"), N_("{num} people"), ahead)
+
+    def __repr__(self) -> str:
+        return f"Language({self.code!r})"
+
+
+@cache
+def language_for(code: str) -> Language:
+    """A shipped language by its catalog name (loaded once)."""
+    if code not in LANGUAGES:
+        raise ValueError(f"no catalog for {code!r}; shipped: {', '.join(LANGUAGES)}")
+    return Language(code)
+
+
+def _shipped(tag: str) -> str | None:
+    """The shipped catalog for one BCP 47 tag, if any."""
+    parts = tag.lower().replace("_", "-").split("-")
+    base = parts[0]
+    if base == "zh":
+        # The script when named, else where Traditional characters are written.
+        traditional = "hant" in parts or (("hans" not in parts) and bool({"tw", "hk", "mo"} & set(parts)))
+        return "zh_Hant" if traditional else "zh_Hans"
+    aliases = {"iw": "he"}
+    base = aliases.get(base, base)
+    return base if base in LANGUAGES else None
+
+
+_WEIGHTED = re.compile(r"\s*([A-Za-z]{1,8}(?:[-_][A-Za-z0-9]{1,8})*|\*)\s*(?:;\s*q\s*=\s*([0-9.]+))?\s*")
+
+
+@lru_cache(maxsize=4096)
+def negotiate(accept_language: str) -> str:
+    """The shipped language a visitor prefers most, by ``Accept-Language``
+    (``ko-KR,ko;q=0.9,en;q=0.8``), else the default."""
+    wanted: list[tuple[float, int, str]] = []
+    for index, item in enumerate(accept_language[:MAX_ACCEPT_LANGUAGE].split(",")):
+        found = _WEIGHTED.fullmatch(item)
+        if found is None or found[1] == "*":
+            continue
+        try:
+            weight = float(found[2]) if found[2] else 1.0
+        except ValueError:
+            continue
+        if weight > 0:
+            wanted.append((-weight, index, found[1]))
+    for _, _, tag in sorted(wanted):
+        code = _shipped(tag)
+        if code is not None:
+            return code
+    return DEFAULT
