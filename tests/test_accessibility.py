@@ -34,8 +34,9 @@ from playwright.sync_api import Browser, sync_playwright  # noqa: E402
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
 
 
-def gate_pages(redis_url: str) -> dict[str, str]:
-    """The HTML of every page the gate answers with, from a real gate."""
+def gate_pages(redis_url: str, accept_language: str = "en") -> dict[str, str]:
+    """The HTML of every page the gate answers with, from a real gate, in
+    the language a visitor asks for."""
 
     async def collect() -> dict[str, str]:
         rooms = [
@@ -51,6 +52,7 @@ def gate_pages(redis_url: str) -> dict[str, str]:
             app: QueueGate, path: str, method: str = "GET", client: str = "192.0.2.1", **extra: Any
         ) -> str:
             scope = http_scope(path, method=method, **extra)
+            scope["headers"].append((b"accept-language", accept_language.encode()))
             scope["client"] = (client, 5000)
             status, headers, body = await call_asgi(app, scope)
             assert headers["content-type"].startswith("text/html"), (path, status)
@@ -88,28 +90,40 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
+# English in both schemes at both widths; Korean and Arabic (right to left)
+# in one combination each of the others.
+Scheme = Literal["light", "dark"]
+RUNS: list[tuple[str, Scheme, int]] = [
+    ("en", "light", 320),
+    ("en", "light", 1280),
+    ("en", "dark", 320),
+    ("en", "dark", 1280),
+]
+RUNS += [("ko", "light", 320), ("ko", "dark", 1280), ("ar", "light", 320), ("ar", "dark", 1280)]
+
+
 def test_every_page_passes_axe_and_reflows_at_400_percent(redis_url: str, browser: Browser) -> None:
-    pages = gate_pages(redis_url)
-    assert len(pages) == 8
+    by_language = {code: gate_pages(redis_url, code) for code in ("en", "ko", "ar")}
+    assert all(len(pages) == 8 for pages in by_language.values())
     axe = Axe()
     failures = []
-    for scheme in ("light", "dark"):
-        for width in (320, 1280):
-            context = browser.new_context(
-                viewport={"width": width, "height": 800}, color_scheme=scheme, bypass_csp=True
-            )
-            page = context.new_page()
-            for name, html in pages.items():
-                page.set_content(html)
-                results = axe.run(page, options={"runOnly": {"type": "tag", "values": WCAG_AA}})
-                for violation in results.response["violations"]:
-                    where = [node["target"] for node in violation["nodes"]]
-                    failures.append(f"{name} ({scheme}, {width}px): {violation['id']}: {where}")
-                if width == 320:
-                    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-                    if overflow > 0:
-                        failures.append(f"{name} ({scheme}): scrolls sideways by {overflow}px at 320px")
-            context.close()
+    for code, scheme, width in RUNS:
+        pages = by_language[code]
+        context = browser.new_context(
+            viewport={"width": width, "height": 800}, color_scheme=scheme, bypass_csp=True
+        )
+        page = context.new_page()
+        for name, html in pages.items():
+            page.set_content(html)
+            results = axe.run(page, options={"runOnly": {"type": "tag", "values": WCAG_AA}})
+            for violation in results.response["violations"]:
+                where = [node["target"] for node in violation["nodes"]]
+                failures.append(f"{name} ({code}, {scheme}, {width}px): {violation['id']}: {where}")
+            if width == 320:
+                overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                if overflow > 0:
+                    failures.append(f"{name} ({code}, {scheme}): scrolls sideways by {overflow}px at 320px")
+        context.close()
     assert not failures, "\n".join(failures)
 
 

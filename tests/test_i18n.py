@@ -1,0 +1,199 @@
+"""Every visitor's language: catalogs, plural rules, negotiation, and every
+page the gate serves in every shipped language."""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+
+import pytest
+from babel.messages.pofile import read_po
+
+from queuegate import QueueGate, Room
+from queuegate.i18n import LANGUAGES, language_for, negotiate
+from queuegate.pages import LOTTERY_AHEAD, MESSAGES, RETRYING, TEXTS, Pages
+from queuegate.settings import ConfigError
+from queuegate.store import Outcome
+
+from .conftest import MakeGate, call_asgi, http_scope
+
+pytestmark = pytest.mark.anyio
+
+NOW = 1_763_700_000_000
+PLURAL_TEXTS = [
+    ("about {num} second", "about {num} seconds"),
+    ("about {num} minute", "about {num} minutes"),
+    ("about {num} hour", "about {num} hours"),
+    ("{num} person", "{num} people"),
+]
+SINGULAR_TEXTS = [
+    *TEXTS.values(),
+    *(text for pair in MESSAGES.values() for text in pair),
+    LOTTERY_AHEAD,
+    RETRYING,
+    "unknown for now",
+    "a few seconds",
+    "nobody: you are next",
+]
+
+
+def catalog(code: str):  # type: ignore[no-untyped-def]
+    path = files("queuegate").joinpath("locales", code, "LC_MESSAGES", "queuegate.po")
+    with path.open("rb") as po:
+        return read_po(po, locale=code)
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_every_text_the_pages_use_is_translated(code: str) -> None:
+    found = catalog(code)
+    for text in SINGULAR_TEXTS:
+        message = found.get(text)
+        assert message is not None, f"{code}: no entry for {text!r}"
+        assert message.string, f"{code}: no translation of {text!r}"
+        for placeholder in re.findall(r"\{\w+\}", text):
+            assert placeholder in message.string, f"{code}: {placeholder} lost in {message.string!r}"
+    for singular, _ in PLURAL_TEXTS:
+        message = found.get(singular)
+        assert message is not None, f"{code}: no plural entry {singular!r}"
+        forms = message.string
+        assert len(forms) == found.num_plurals, f"{code}: {forms!r}"
+        assert all(forms), f"{code}: {forms!r}"
+
+
+# The people ahead, as a visitor reads them, for 1, 2, 5 and 21: each
+# language's own plural rules (Arabic has six forms, French counts 0 and 1
+# as singular, East Asian languages have one).
+AHEAD = {
+    "en": ["1 person", "2 people", "5 people", "21 people"],
+    "de": ["1 Person", "2 Personen", "5 Personen", "21 Personen"],
+    "fr": ["1 personne", "2 personnes", "5 personnes", "21 personnes"],
+    "es": ["1 persona", "2 personas", "5 personas", "21 personas"],
+    "ko": ["1명", "2명", "5명", "21명"],
+    "ja": ["1人", "2人", "5人", "21人"],
+    "zh_Hans": ["1 人", "2 人", "5 人", "21 人"],
+    "he": ["אדם אחד", "2 אנשים", "5 אנשים", "21 אנשים"],
+}
+
+
+@pytest.mark.parametrize("code", sorted(AHEAD))
+def test_plural_forms_for_1_2_5_and_21(code: str) -> None:
+    language = language_for(code)
+    assert [language.ahead_text(n) for n in (1, 2, 5, 21)] == AHEAD[code]
+
+
+def test_arabic_has_its_six_plural_forms() -> None:
+    arabic = language_for("ar")
+    five, twenty_one, hundred = (arabic.number(n) for n in (5, 21, 100))
+    assert [arabic.ahead_text(n) for n in (1, 2, 5, 21, 100)] == [
+        "شخص واحد",
+        "شخصان",
+        f"{five} أشخاص",
+        f"{twenty_one} شخصًا",
+        f"{hundred} شخص",
+    ]
+    assert arabic.eta_text(120_000) == "نحو دقيقتين"
+
+
+@pytest.mark.parametrize(
+    ("header", "code"),
+    [
+        ("ko-KR,ko;q=0.9,en-US;q=0.8,en;q=0.7", "ko"),
+        ("en-GB,en;q=0.9", "en"),
+        ("fr-CA;q=0.5, de;q=0.9", "de"),
+        ("zh-TW", "zh_Hant"),
+        ("zh-Hant-HK", "zh_Hant"),
+        ("zh-HK", "zh_Hant"),
+        ("zh-CN,zh;q=0.9", "zh_Hans"),
+        ("zh-Hans-SG", "zh_Hans"),
+        ("ar-EG", "ar"),
+        ("iw", "he"),
+        ("xx-YY, *;q=0.1", "en"),
+        ("sw;q=1, ja;q=0.2", "ja"),
+        ("ja;q=0, es", "es"),
+        (";;;,,=q", "en"),
+        ("de;q=abc, fr", "fr"),
+        ("x" * 10_000, "en"),
+    ],
+)
+def test_the_visitors_language_comes_from_accept_language(header: str, code: str) -> None:
+    assert negotiate(header[:200]) == code
+
+
+def pages_of(language_code: str) -> dict[str, str]:
+    language = language_for(language_code)
+    pages = Pages(503)
+    out = {}
+    for method in ("fifo", "random"):
+        outcome = Outcome("waiting", NOW, "v", rank=4, line=9, eta_ms=42_000, poll_ms=5000, method=method)
+        page = pages.waiting(
+            "Sale", "sale", outcome, status_url="/s", leave_url="/l", as_json=False, language=language
+        )
+        out[f"waiting-{method}"] = page.body.decode()
+    early = Outcome(
+        "prequeue", NOW, "v", line=3, poll_ms=5000, opens_at_ms=NOW + 600_000, seed_sha256="ab" * 32
+    )
+    out["prequeue"] = pages.waiting(
+        "Sale", "sale", early, status_url="/s", leave_url="/l", as_json=False, language=language
+    ).body.decode()
+    for kind in MESSAGES:
+        page = pages.message(kind, "sale", status=503, as_json=False, retry_after=5, language=language)
+        out[kind] = page.body.decode()
+    return out
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_every_page_in_every_language(code: str) -> None:
+    language = language_for(code)
+    english = pages_of("en")
+    for name, body in pages_of(code).items():
+        assert f'<html lang="{language.tag}" dir="{language.dir}">' in body, name
+        assert not re.search(r"\$\{?[A-Za-z_]", body), f"{code} {name}: a placeholder was left"
+        assert "{seconds}" not in body, name
+        assert "{num}" not in body, name
+        if code != "en":
+            # None of the English page's own texts is left (the room's title
+            # and values aside).
+            for text in ("You are in line<", "Leave the line<", "Opening soon<", ">Stop<", "Trying again in"):
+                assert text not in body or text not in english[name], f"{code} {name}: {text!r} untranslated"
+    assert language.dir == ("rtl" if code in ("ar", "he") else "ltr")
+
+
+async def test_the_gate_answers_in_the_visitors_language(make_gate: MakeGate) -> None:
+    rooms = [
+        Room(
+            "sale", paths=["/checkout*"], rate=1, per=3600, client_limit=0, title={"en": "Sale", "ko": "세일"}
+        ),
+        Room("fixed", paths=["/fixed*"], rate=1, per=3600, client_limit=0, language="ja"),
+    ]
+    gate: QueueGate = await make_gate(rooms=rooms)
+    await call_asgi(gate, http_scope("/checkout"))
+    await call_asgi(gate, http_scope("/fixed"))
+    korean = [(b"accept-language", b"ko-KR,ko;q=0.9,en;q=0.8")]
+    status, headers, body = await call_asgi(gate, http_scope("/checkout", headers=korean))
+    page = body.decode()
+    assert status == 503
+    assert headers["content-language"] == "ko"
+    assert '<html lang="ko" dir="ltr">' in page
+    assert "대기 중입니다" in page
+    assert "세일" in page
+    as_json = [*korean, (b"accept", b"application/json")]
+    _, _, body = await call_asgi(gate, http_scope("/checkout", headers=as_json))
+    assert b'"language":"ko"' in body
+    assert '"ahead_text":"1명"'.encode() in body  # the people ahead, in Korean
+    _, headers, body = await call_asgi(gate, http_scope("/fixed", headers=korean))
+    assert headers["content-language"] == "ja"  # the room's own language
+    assert "順番待ち".encode() in body
+    arabic = [(b"accept-language", b"ar")]
+    _, _, body = await call_asgi(gate, http_scope("/checkout", headers=arabic))
+    assert '<html lang="ar" dir="rtl">' in body.decode()
+    assert "Sale" in body.decode()  # the English title: none was given in Arabic
+    fixed = await make_gate(rooms=rooms[:1], language="de")
+    _, headers, _ = await call_asgi(fixed, http_scope("/checkout", headers=korean))
+    assert headers["content-language"] == "de"
+
+
+def test_a_language_that_is_not_shipped_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="language"):
+        Room("sale", paths=["/x"], rate=1, language="klingon")
+    with pytest.raises(ConfigError, match="title language"):
+        Room("sale", paths=["/x"], rate=1, title={"xx": "?"})
