@@ -30,7 +30,10 @@ __all__ = ["DEFAULT", "LANGUAGES", "N_", "Language", "language_for", "negotiate"
 
 DEFAULT = "en"
 # The languages shipped, as catalog folder names.
-LANGUAGES = ("en", "ko", "ja", "zh_Hans", "zh_Hant", "es", "de", "fr", "ar", "he")
+LANGUAGES = (
+    "en", "ko", "ja", "zh_Hans", "zh_Hant", "es", "pt_BR", "fr", "de", "it",
+    "nl", "pl", "tr", "id", "th", "vi", "ar", "he",
+)  # fmt: skip
 MAX_ACCEPT_LANGUAGE = 200  # bytes of the header that are read (and cached by)
 
 
@@ -113,7 +116,9 @@ def _shipped(tag: str) -> str | None:
         # The script when named, else where Traditional characters are written.
         traditional = "hant" in parts or (("hans" not in parts) and bool({"tw", "hk", "mo"} & set(parts)))
         return "zh_Hant" if traditional else "zh_Hans"
-    aliases = {"iw": "he"}
+    if base == "pt":
+        return "pt_BR"  # the Portuguese shipped (Brazil's), nearer than English for Portugal
+    aliases = {"iw": "he", "in": "id"}
     base = aliases.get(base, base)
     return base if base in LANGUAGES else None
 

@@ -72,6 +72,9 @@ AHEAD = {
     "ja": ["1人", "2人", "5人", "21人"],
     "zh_Hans": ["1 人", "2 人", "5 人", "21 人"],
     "he": ["אדם אחד", "2 אנשים", "5 אנשים", "21 אנשים"],
+    "pl": ["1 osoba", "2 osoby", "5 osób", "21 osób"],
+    "pt_BR": ["1 pessoa", "2 pessoas", "5 pessoas", "21 pessoas"],
+    "tr": ["1 kişi", "2 kişi", "5 kişi", "21 kişi"],
 }
 
 
@@ -107,6 +110,11 @@ def test_arabic_has_its_six_plural_forms() -> None:
         ("zh-Hans-SG", "zh_Hans"),
         ("ar-EG", "ar"),
         ("iw", "he"),
+        ("pt-PT", "pt_BR"),
+        ("pl-PL,pl;q=0.9", "pl"),
+        ("vi-VN", "vi"),
+        ("th", "th"),
+        ("in", "id"),
         ("xx-YY, *;q=0.1", "en"),
         ("sw;q=1, ja;q=0.2", "ja"),
         ("ja;q=0, es", "es"),
