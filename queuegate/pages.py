@@ -88,6 +88,8 @@ TEXTS = {
     "leave": N_("Leave the line"),
     "say_place": N_("Your place in line: {position}. Estimated wait: {eta}."),
     "say_turn": N_("Your turn has come: taking you in."),
+    "notify": N_("Notify me when it is my turn"),
+    "sound": N_("Play a sound when it is my turn"),
     "opening_soon": N_("Opening soon"),
     "until_opening": N_("until the opening"),
     "in_prequeue": N_("In the pre-queue"),

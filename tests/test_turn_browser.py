@@ -1,0 +1,126 @@
+"""The turn that comes while the waiting page is in a background tab, in
+Chromium: the tab's title says so, the visitor's opt-ins ring and notify,
+and the page goes in when the visitor looks at it again.
+
+Headless Chromium reports every page as visible, so an init script makes
+``document.hidden`` follow a flag the test sets, and records notifications.
+Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+
+from queuegate import QueueGate, Room
+from queuegate.embedded import free_port
+
+from .conftest import SECRET, wait_for_http
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    if os.environ.get("QUEUEGATE_E2E") == "required":
+        pytest.fail("QUEUEGATE_E2E=required but no chromium on the PATH", pytrace=False)
+    pytest.skip("no Chromium: apt-get install chromium (Debian)", allow_module_level=True)
+
+from playwright.sync_api import Page, sync_playwright  # noqa: E402
+
+HIDDEN_TAB = """
+window.__hidden = false;
+Object.defineProperty(document, "hidden", { get: function () { return window.__hidden; } });
+window.__notified = [];
+window.Notification = function (text) { window.__notified.push(text); };
+window.Notification.permission = "default";
+window.Notification.requestPermission = function () {
+  window.Notification.permission = "granted";
+  return Promise.resolve("granted");
+};
+"""
+
+
+async def inside(scope, receive, send):  # type: ignore[no-untyped-def]
+    if scope["type"] == "lifespan":  # so that the gate closes its connection at shutdown
+        while True:
+            if (await receive())["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+            await send({"type": "lifespan.startup.complete"})
+    body = b"<!doctype html><title>Checkout</title><h1>Checkout</h1>"
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def until(page: Page, expression: str, seconds: float = 15.0) -> None:
+    """Poll ``expression`` in the page (the page's CSP forbids the eval
+    Playwright's wait_for_function would use)."""
+    deadline = time.monotonic() + seconds
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"never true: {expression}"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def shop(redis_url: str) -> Iterator[tuple[str, QueueGate]]:
+    gate = QueueGate(
+        inside,
+        # A short abandon: the page polls every second, as near the front.
+        rooms=[Room("sale", paths=["/checkout*"], capacity=1, client_limit=0, session=60, abandon=3)],
+        secret_key=SECRET,
+        redis=redis_url,
+        cookie_secure=False,
+        environ={},
+    )
+    port = free_port()
+    config = uvicorn.Config(gate, port=port, log_level="warning", lifespan="on", loop="asyncio")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/")
+        yield f"http://127.0.0.1:{port}", gate
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_a_turn_in_a_background_tab_rings_notifies_and_waits_for_the_visitor(
+    shop: tuple[str, QueueGate],
+) -> None:
+    base, _ = shop
+    import httpx
+
+    holder = httpx.Client()
+    assert holder.get(base + "/checkout").status_code == 200  # the one slot
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
+        )
+        try:
+            context = browser.new_context(locale="de-DE")
+            context.add_init_script(HIDDEN_TAB)
+            page = context.new_page()
+            page.goto(base + "/checkout")
+            assert page.evaluate("document.documentElement.lang") == "de"
+            page.click("#qg-notify")  # the visitor asks for a notification
+            until(page, "window.Notification.permission === 'granted'")
+            assert page.is_hidden("#qg-notify")
+            page.check("#qg-sound")
+            page.evaluate("window.__hidden = true")  # the visitor switches tabs
+            holder.post(base + "/_queuegate/leave/sale")  # the slot frees up: it is this visitor's turn
+            until(page, "document.title.indexOf('\\u25B6') === 0")
+            assert "Sie sind an der Reihe" in page.title()
+            assert page.evaluate("window.__notified") == ["Sie sind an der Reihe: Sie werden eingelassen."]
+            time.sleep(0.5)
+            assert "/checkout" in page.url
+            assert page.query_selector("#qg-position") is not None  # still the waiting page: nobody looked
+            page.evaluate("window.__hidden = false; document.dispatchEvent(new Event('visibilitychange'))")
+            page.wait_for_selector("h1:text('Checkout')", timeout=10_000)  # in, once the visitor looked
+        finally:
+            browser.close()
+            holder.close()
