@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from sse_starlette import EventSourceResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .clients import ClientAddresses
@@ -31,6 +32,7 @@ from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
 from .store import Client, Outcome, Store, StoreError, connect
+from .streams import FRONT_MS, Wakeups, events
 from .tokens import Tokens, new_visitor_id
 from .visitors import Identify, Visitor, Visitors
 
@@ -228,6 +230,7 @@ class QueueGate:
             self.client_address.network,
         )
         self.pages = Pages(settings.waiting_status, waiting_template)
+        self.wakeups = Wakeups(client, settings.prefix)
         self._bypass_paths = compile_patterns(settings.bypass_paths)
         self._bypass_secret = None if settings.bypass_secret is None else settings.bypass_secret.encode()
         self._bypass_networks = [ipaddress.ip_network(n, strict=False) for n in settings.bypass_networks]
@@ -235,7 +238,9 @@ class QueueGate:
         # Rooms without paths are used on routes: their new cookies (and
         # FastAPI's answers) reach the response through this middleware.
         self._route_bound = any(not room.paths for room in settings.rooms)
-        self._endpoint = re.compile(re.escape(settings.endpoint) + r"/(status|leave)/([A-Za-z0-9_-]{1,100})")
+        self._endpoint = re.compile(
+            re.escape(settings.endpoint) + r"/(status|leave|stream)/([A-Za-z0-9_-]{1,100})"
+        )
         self._endpoint_prefix = settings.endpoint + "/"
         self.counters = {
             "failed_open": 0,
@@ -259,7 +264,7 @@ class QueueGate:
                 if route.startswith(self._endpoint_prefix):
                     found = self._endpoint.fullmatch(route)
                     if found:
-                        await self._serve_endpoint(found[1], found[2], scope, send)
+                        await self._serve_endpoint(found[1], found[2], scope, receive, send)
                         return
             # A websocket handshake is a GET.
             room = self.rooms.match(path, scope.get("method", "GET"), root)
@@ -308,10 +313,15 @@ class QueueGate:
     def _closing_send(self, send: Send) -> Send:
         async def closing_send(message: Message) -> None:
             if message["type"] == "lifespan.shutdown.complete":
-                await self.store.aclose()
+                await self.aclose()
             await send(message)
 
         return closing_send
+
+    async def aclose(self) -> None:
+        """Close the gate's connections (its lifespan does, when it owns them)."""
+        await self.wakeups.aclose()
+        await self.store.aclose()
 
     def _route_send(self, scope: Scope, send: Send) -> Send:
         """Adds the headers route-bound gating left in the scope to the app's
@@ -368,6 +378,7 @@ class QueueGate:
             as_json=as_json,
             status=status,
             language=language,
+            stream_url=f"{base}/stream/{room.name}",
         )
 
     def _message(
@@ -536,9 +547,11 @@ class QueueGate:
 
     # -- the gate's own endpoints -----------------------------------------
 
-    async def _serve_endpoint(self, action: str, name: str, scope: Scope, send: Send) -> None:
+    async def _serve_endpoint(
+        self, action: str, name: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         room = self.rooms.room(name)
-        as_json = action == "status" or _wants_json(scope)
+        as_json = action != "leave" or _wants_json(scope)
         if room is None:
             language = self.language(None, scope)
             await _send_page(
@@ -546,8 +559,8 @@ class QueueGate:
             )
             return
         method = scope["method"].upper()
-        if (action == "status" and method not in ("GET", "HEAD")) or (action == "leave" and method != "POST"):
-            allowed = b"GET, HEAD" if action == "status" else b"POST"
+        allowed = b"POST" if action == "leave" else b"GET, HEAD"
+        if method.encode() not in allowed.split(b", "):
             page = self.pages.state(name, "method_not_allowed", 405)
             await _send_page(page, send, [(b"allow", allowed)])
             return
@@ -562,30 +575,48 @@ class QueueGate:
             await self._leave(room, who.visitor, scope, as_json, send)
         elif who.visitor is None:
             await _send_page(self.pages.state(name, "none"), send)
+        elif action == "stream":
+            await self._stream(room, who, scope, receive, send)
         else:
-            await self._status(room, who.visitor, who.user_hash, scope, send)
+            await _send_page(self._status_page(room, await self._place(room, who), scope), send)
 
-    async def _status(
-        self, room: Room, visitor: str, user_hash: str | None, scope: Scope, send: Send
-    ) -> None:
-        outcome: Outcome | None
+    async def _place(self, room: Room, who: Visitor) -> Outcome | None:
+        """A visitor's place, never joining the line; None if Redis did not answer."""
+        assert who.visitor is not None
         try:
-            outcome = await self.store.enter(
-                room, visitor, join=False, user_hash=user_hash, user_ttl=self.settings.cookie_max_age
+            return await self.store.enter(
+                room, who.visitor, join=False, user_hash=who.user_hash, user_ttl=self.settings.cookie_max_age
             )
         except StoreError as exc:
             self._store_failed(room, exc)
-            outcome = None
+            return None
+
+    def _status_page(self, room: Room, outcome: Outcome | None, scope: Scope) -> Page:
         if outcome is None:
-            page = self._unavailable(room, scope, as_json=True)
-        elif outcome.state in ("waiting", "prequeue"):
-            page = self._line_page(room, outcome, True, scope, status=200)
-        elif outcome.state == "active":
+            return self._unavailable(room, scope, as_json=True)
+        if outcome.state in ("waiting", "prequeue"):
+            return self._line_page(room, outcome, True, scope, status=200)
+        if outcome.state == "active":
             expires_in = max(0, (outcome.expires_ms - outcome.now_ms) // 1000)
-            page = self.pages.state(room.name, "active", expires_in_seconds=expires_in)
-        else:
-            page = self.pages.state(room.name, outcome.state)
-        await _send_page(page, send)
+            return self.pages.state(room.name, "active", expires_in_seconds=expires_in)
+        return self.pages.state(room.name, outcome.state)
+
+    async def _stream(self, room: Room, who: Visitor, scope: Scope, receive: Receive, send: Send) -> None:
+        """The visitor's place, pushed as it changes (see queuegate.streams)."""
+
+        async def check() -> tuple[str, str, int, bool]:
+            outcome = await self._place(room, who)
+            data = self._status_page(room, outcome, scope).body.decode()
+            if outcome is None:
+                return "unavailable", data, UNAVAILABLE_RETRY * 1000, True
+            if outcome.state in ("waiting", "prequeue"):
+                front = outcome.state == "prequeue" or outcome.method == "random" or outcome.eta_ms < FRONT_MS
+                return "waiting", data, outcome.poll_ms, front
+            return "state", data, 0, True
+
+        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
+        response = EventSourceResponse(events(self.wakeups, room.name, check), ping=15, headers=headers)
+        await response(scope, receive, send)
 
     async def _leave(self, room: Room, visitor: str | None, scope: Scope, as_json: bool, send: Send) -> None:
         if visitor is not None:

@@ -234,6 +234,7 @@ class Pages:
         as_json: bool,
         status: int | None = None,
         language: Language | None = None,
+        stream_url: str = "",
     ) -> Page:
         """The waiting page or JSON for a ``waiting`` or ``prequeue`` outcome,
         in ``language`` (default English)."""
@@ -263,12 +264,14 @@ class Pages:
                 "eta_seconds": None if outcome.eta_ms < 0 else math.ceil(outcome.eta_ms / 1000),
                 "poll_after_seconds": poll,
                 "status_url": status_url,
+                "stream_url": stream_url,
                 "language": language.tag,
                 **facts,
             }
             return self._json(status, headers, payload)
         values = {
             **facts,
+            "stream_url": stream_url,
             "position": language.number(outcome.line if lottery else outcome.rank + 1),
             "position_label": language.text(TEXTS["draw_label" if lottery else "place_label"]),
             "ahead_label": language.text(TEXTS["next_label" if lottery else "ahead_label"]),

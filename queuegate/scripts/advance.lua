@@ -133,6 +133,16 @@ local function take(n)
   return ids
 end
 
+-- Tell the processes holding open streams that the room's line moved (the
+-- channel <prefix>:{room}:moved, once per call; see queuegate/streams.py).
+local published = false
+local function moved()
+  if not published then
+    redis.call('PUBLISH', string.sub(KEYS[5], 1, -6) .. 'moved', now)
+    published = true
+  end
+end
+
 -- Move visitors from the line into the active set while tokens and capacity
 -- last; visitors who stopped polling are dropped instead of taking a slot.
 -- Called once below, and again by scripts that free a slot.
@@ -168,6 +178,7 @@ local function move_line()
       'head_skipped', (tonumber(got[3]) or 0) * fade + (#ids - n))
     if n > 0 then redis.call('ZADD', KEYS[4], unpack(entries)) end
     note_admitted(n)
+    moved()
   end
   if abandoned > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned', abandoned) end
 end

@@ -11,6 +11,7 @@
 
 advance()
 save_state()
+moved() -- a new rate, state or opening changes what every waiting page shows
 local n = 0
 for i = 4, #ARGV, 2 do
   if ARGV[i + 1] == '' then

@@ -6,6 +6,9 @@
 advance()
 local n = redis.call('ZCARD', KEYS[2])
 redis.call('DEL', KEYS[2], KEYS[3])
-if n > 0 then redis.call('HINCRBY', KEYS[5], 'drained', n) end
+if n > 0 then
+  redis.call('HINCRBY', KEYS[5], 'drained', n)
+  moved()
+end
 save_state()
 return n

@@ -15,6 +15,7 @@ local held = was_active + redis.call('ZREM', KEYS[2], id)
 redis.call('ZREM', KEYS[3], id)
 note_ended(was_active)
 if held > 0 then
+  moved()
   redis.call('HINCRBY', KEYS[5], ARGV[5], 1)
   active_n = redis.call('ZCARD', KEYS[4])
   move_line()

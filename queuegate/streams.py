@@ -1,0 +1,133 @@
+"""Waiting pages pushed to, not polling: Server-Sent Events.
+
+The scripts publish on ``<prefix>:{room}:moved`` whenever a room's line
+moves (admissions, someone leaving, a drain, new settings). Each process
+holds one pattern subscription for all rooms, opened with its first stream,
+and wakes that room's open streams: the process learns of a move once, not
+once per visitor. A woken stream asks for its visitor's place at once when
+near the front (an estimated wait under 10 s), and at most every quarter
+of its poll interval further back;
+with or without a wake-up it asks at its poll interval, so a lost
+subscription (Redis away, a Redis Cluster, where this client has no
+pub/sub) degrades a stream to polling, never to silence.
+
+Event format (``text/event-stream``): ``event: waiting`` with the same JSON
+as the status endpoint, whenever it changes; then one ``event: state`` with
+``{"state": "active", ...}`` (or ``closed``, ``none``, ``pass``) and the
+stream ends. ``event: unavailable`` while Redis does not answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+__all__ = ["FRONT_MS", "Wakeups", "events"]
+
+logger = logging.getLogger("queuegate")
+
+# Visitors whose estimated wait is shorter (or unknown) check at once when
+# woken; a place counts less than time (at 4 admissions a second, 20 places
+# is 5 s), and the estimate already follows the rate.
+FRONT_MS = 10_000
+RETRY_SUBSCRIBE = 1.0  # seconds between attempts to (re)subscribe
+
+
+class Wakeups:
+    """One pattern subscription per process, fanned out to open streams."""
+
+    def __init__(self, client: aioredis.Redis | aioredis.RedisCluster, prefix: str) -> None:
+        self._client = client
+        self._pattern = f"{prefix}:*:moved"
+        self._prefix_length = len(prefix) + 2  # "<prefix>:{"
+        self._waiting: dict[str, set[asyncio.Event]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.subscribed = False
+
+    def channel_room(self, channel: bytes) -> str:
+        return channel.decode()[self._prefix_length : -len("}:moved")]
+
+    def watch(self, room: str) -> asyncio.Event:
+        """An event set whenever ``room``'s line moves (until ``unwatch``)."""
+        event = asyncio.Event()
+        self._waiting.setdefault(room, set()).add(event)
+        if self._task is None and isinstance(self._client, aioredis.Redis):
+            self._task = asyncio.get_running_loop().create_task(self._listen())
+        return event
+
+    def unwatch(self, room: str, event: asyncio.Event) -> None:
+        events = self._waiting.get(room)
+        if events is not None:
+            events.discard(event)
+            if not events:
+                del self._waiting[room]
+
+    def open_streams(self) -> int:
+        return sum(len(events) for events in self._waiting.values())
+
+    async def _listen(self) -> None:
+        while True:
+            assert isinstance(self._client, aioredis.Redis)
+            pubsub = self._client.pubsub()
+            try:
+                await pubsub.psubscribe(self._pattern)
+                self.subscribed = True
+                async for message in pubsub.listen():
+                    if message["type"] == "pmessage":
+                        for event in self._waiting.get(self.channel_room(message["channel"]), ()):
+                            event.set()
+            except (RedisError, OSError) as exc:
+                logger.info("queuegate: the streams' subscription was lost (%s); streams poll meanwhile", exc)
+            finally:
+                self.subscribed = False
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(RETRY_SUBSCRIBE)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+async def until_moved(event: asyncio.Event, seconds: float) -> bool:
+    """Wait for a wake-up or ``seconds``; whether it was a wake-up."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout=seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+Check = Callable[[], Awaitable[tuple[str, str, int, bool]]]
+
+
+async def events(wakeups: Wakeups, room: str, check: Check) -> AsyncIterator[dict[str, str]]:
+    """The stream of one visitor. ``check()`` asks for the visitor's place:
+    (event name, JSON data, poll interval in ms, near the front?); an event
+    other than ``waiting`` or ``unavailable`` ends the stream."""
+    event = wakeups.watch(room)
+    last = ""
+    try:
+        while True:
+            event.clear()
+            name, data, poll_ms, front = await check()
+            if name not in ("waiting", "unavailable"):
+                yield {"event": name, "data": data}
+                return
+            if data != last:
+                yield {"event": name, "data": data}
+                last = data
+            poll = poll_ms / 1000
+            if await until_moved(event, poll) and not front:
+                # Far back: a move rarely changes much; check less often.
+                await asyncio.sleep(poll / 4)
+    finally:
+        wakeups.unwatch(room, event)
