@@ -25,6 +25,10 @@ ROOMS = [
     Room("bench-wait", paths=["/wait"], rate=1, per=3600),
     Room("bench-join", paths=["/join"], rate=1, per=3600),
     Room("bench-big", paths=["/big"], rate=1000, per=3600, max_step=1000, status="paused"),
+    # The turn benchmark: 4 admitted a second.
+    Room("bench-turn", paths=["/turn"], rate=4, per=1, session=600, client_limit=0),
+    # Open streams, far back: nobody is admitted.
+    Room("bench-streams", paths=["/streams"], rate=1, per=3600, client_limit=0),
 ]
 
 

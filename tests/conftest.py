@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import ExitStack, asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
@@ -190,6 +190,41 @@ async def running(app: ASGIApp) -> AsyncIterator[None]:
         await inbox.put({"type": "lifespan.shutdown"})
         assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
         await task
+
+
+@contextmanager
+def served(app: ASGIApp) -> Iterator[str]:
+    """``app`` served by a real uvicorn (asyncio loop, lifespan on) in a
+    thread of this process; yields its base URL."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, port=port, log_level="warning", lifespan="on", loop="asyncio")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+async def lifespan_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """A protected app that also speaks the lifespan protocol (so a gate in
+    front of it closes its connections at shutdown): an HTML checkout page."""
+    if scope["type"] == "lifespan":
+        while True:
+            if (await receive())["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+            await send({"type": "lifespan.startup.complete"})
+    body = b"<!doctype html><title>Checkout</title><h1>Checkout</h1>"
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def wait_for_http(url: str, seconds: float = 20.0) -> None:

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
 from queuegate import QueueGate, Room
-from queuegate.embedded import free_port
 
-from .conftest import SECRET, wait_for_http
+from .conftest import SECRET, lifespan_app, served
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
@@ -43,18 +40,6 @@ window.Notification.requestPermission = function () {
 """
 
 
-async def inside(scope, receive, send):  # type: ignore[no-untyped-def]
-    if scope["type"] == "lifespan":  # so that the gate closes its connection at shutdown
-        while True:
-            if (await receive())["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-            await send({"type": "lifespan.startup.complete"})
-    body = b"<!doctype html><title>Checkout</title><h1>Checkout</h1>"
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
-    await send({"type": "http.response.body", "body": body})
-
-
 def until(page: Page, expression: str, seconds: float = 15.0) -> None:
     """Poll ``expression`` in the page (the page's CSP forbids the eval
     Playwright's wait_for_function would use)."""
@@ -65,9 +50,9 @@ def until(page: Page, expression: str, seconds: float = 15.0) -> None:
 
 
 @pytest.fixture
-def shop(redis_url: str) -> Iterator[tuple[str, QueueGate]]:
+def shop(redis_url: str) -> Iterator[str]:
     gate = QueueGate(
-        inside,
+        lifespan_app,
         # A short abandon: the page polls every second, as near the front.
         rooms=[Room("sale", paths=["/checkout*"], capacity=1, client_limit=0, session=60, abandon=3)],
         secret_key=SECRET,
@@ -75,23 +60,14 @@ def shop(redis_url: str) -> Iterator[tuple[str, QueueGate]]:
         cookie_secure=False,
         environ={},
     )
-    port = free_port()
-    config = uvicorn.Config(gate, port=port, log_level="warning", lifespan="on", loop="asyncio")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/")
-        yield f"http://127.0.0.1:{port}", gate
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with served(gate) as base:
+        yield base
 
 
 def test_a_turn_in_a_background_tab_rings_notifies_and_waits_for_the_visitor(
-    shop: tuple[str, QueueGate],
+    shop: str,
 ) -> None:
-    base, _ = shop
+    base = shop
     import httpx
 
     holder = httpx.Client()
@@ -124,3 +100,35 @@ def test_a_turn_in_a_background_tab_rings_notifies_and_waits_for_the_visitor(
         finally:
             browser.close()
             holder.close()
+
+
+def test_the_page_goes_in_when_the_turn_is_pushed(redis_url: str) -> None:
+    """A visible page whose poll interval is 20 s (a capacity room whose
+    wait is unknown) goes in within seconds: the stream told it."""
+    import httpx
+
+    gate = QueueGate(
+        lifespan_app,
+        rooms=[Room("sale", paths=["/checkout*"], capacity=1, client_limit=0)],
+        secret_key=SECRET,
+        redis=redis_url,
+        cookie_secure=False,
+        environ={},
+    )
+    with served(gate) as base, httpx.Client() as holder, sync_playwright() as playwright:
+        assert holder.get(base + "/checkout").status_code == 200
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
+        )
+        try:
+            page = browser.new_page()
+            page.goto(base + "/checkout")
+            assert page.get_attribute("#qg", "data-poll") == "20"
+            time.sleep(1.0)  # the page has opened its stream
+            holder.post(base + "/_queuegate/leave/sale")
+            freed = time.monotonic()
+            page.wait_for_selector("h1:text('Checkout')", timeout=5_000)
+            print(f"\nthe page went in {time.monotonic() - freed:.2f} s after the turn came")
+        finally:
+            browser.close()
