@@ -32,7 +32,7 @@ from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
 from .store import Client, Outcome, Store, StoreError, connect
-from .streams import FRONT_MS, Wakeups, events
+from .streams import FRONT_MS, FRONT_PLACES, Wakeups, events
 from .tokens import Tokens, new_visitor_id
 from .visitors import Identify, Visitor, Visitors
 
@@ -610,7 +610,12 @@ class QueueGate:
             if outcome is None:
                 return "unavailable", data, UNAVAILABLE_RETRY * 1000, True
             if outcome.state in ("waiting", "prequeue"):
-                front = outcome.state == "prequeue" or outcome.method == "random" or outcome.eta_ms < FRONT_MS
+                front = (
+                    outcome.state == "prequeue"
+                    or outcome.method == "random"
+                    or outcome.rank < FRONT_PLACES
+                    or outcome.eta_ms < FRONT_MS
+                )
                 return "waiting", data, outcome.poll_ms, front
             return "state", data, 0, True
 

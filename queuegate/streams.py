@@ -5,8 +5,8 @@ moves (admissions, someone leaving, a drain, new settings). Each process
 holds one pattern subscription for all rooms, opened with its first stream,
 and wakes that room's open streams: the process learns of a move once, not
 once per visitor. A woken stream asks for its visitor's place at once when
-near the front (an estimated wait under 10 s), and at most every quarter
-of its poll interval further back;
+near the front (fewer than 20 ahead, or an estimated wait under 10 s), and
+at most every quarter of its poll interval further back;
 with or without a wake-up it asks at its poll interval, so a lost
 subscription (Redis away, a Redis Cluster, where this client has no
 pub/sub) degrades a stream to polling, never to silence.
@@ -27,15 +27,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-__all__ = ["FRONT_MS", "Wakeups", "events"]
+__all__ = ["FRONT_MS", "FRONT_PLACES", "Wakeups", "events"]
 
 logger = logging.getLogger("queuegate")
 
-# Visitors whose estimated wait is shorter (or unknown) check at once when
-# woken; a place counts less than time (at 4 admissions a second, 20 places
-# is 5 s), and the estimate already follows the rate.
+# Near the front, a woken stream checks at once: fewer people ahead than
+# FRONT_PLACES, or an estimated wait under FRONT_MS (or unknown). Both, since
+# each misses a case: at 4 admissions a second 20 places are 5 s, and in a
+# capacity room the estimate may be the bound of a whole session.
+FRONT_PLACES = 20
 FRONT_MS = 10_000
 RETRY_SUBSCRIBE = 1.0  # seconds between attempts to (re)subscribe
+SUBSCRIBE_WAIT = 1.0  # seconds a new stream waits for the subscription at most
 
 
 class Wakeups:
@@ -47,7 +50,18 @@ class Wakeups:
         self._prefix_length = len(prefix) + 2  # "<prefix>:{"
         self._waiting: dict[str, set[asyncio.Event]] = {}
         self._task: asyncio.Task[None] | None = None
-        self.subscribed = False
+        self._subscribed = asyncio.Event()
+
+    @property
+    def subscribed(self) -> bool:
+        return self._subscribed.is_set()
+
+    async def ready(self, seconds: float) -> None:
+        """Wait (at most ``seconds``) until the subscription is up, so that a
+        stream's first check is not followed by a move nobody hears of."""
+        if self._task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._subscribed.wait(), timeout=seconds)
 
     def channel_room(self, channel: bytes) -> str:
         return channel.decode()[self._prefix_length : -len("}:moved")]
@@ -76,7 +90,7 @@ class Wakeups:
             pubsub = self._client.pubsub()
             try:
                 await pubsub.psubscribe(self._pattern)
-                self.subscribed = True
+                self._subscribed.set()
                 async for message in pubsub.listen():
                     if message["type"] == "pmessage":
                         for event in self._waiting.get(self.channel_room(message["channel"]), ()):
@@ -84,7 +98,7 @@ class Wakeups:
             except (RedisError, OSError) as exc:
                 logger.info("queuegate: the streams' subscription was lost (%s); streams poll meanwhile", exc)
             finally:
-                self.subscribed = False
+                self._subscribed.clear()
                 with contextlib.suppress(RedisError, OSError):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
             await asyncio.sleep(RETRY_SUBSCRIBE)
@@ -115,6 +129,7 @@ async def events(wakeups: Wakeups, room: str, check: Check) -> AsyncIterator[dic
     other than ``waiting`` or ``unavailable`` ends the stream."""
     event = wakeups.watch(room)
     last = ""
+    await wakeups.ready(SUBSCRIBE_WAIT)
     try:
         while True:
             event.clear()
