@@ -227,6 +227,21 @@ async def lifespan_app(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def chromium_or_skip() -> str:
+    """Debian's Chromium for the browser tests: the module is skipped without
+    it, unless QUEUEGATE_E2E=required (.ci/run), where that fails."""
+    import shutil
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("QUEUEGATE_E2E") == "required":
+            pytest.fail("QUEUEGATE_E2E=required but no chromium on the PATH", pytrace=False)
+        pytest.skip(
+            "no Chromium: apt-get install chromium (Debian) to run the browser tests", allow_module_level=True
+        )
+    return found
+
+
 def wait_for_http(url: str, seconds: float = 20.0) -> None:
     """Until a server we started answers ``url`` (any status)."""
     deadline = time.monotonic() + seconds

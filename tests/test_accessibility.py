@@ -9,8 +9,6 @@ Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,13 +18,9 @@ import pytest
 
 from queuegate import QueueGate, Room
 
-from .conftest import SECRET, call_asgi, http_scope, ok_app
+from .conftest import SECRET, call_asgi, chromium_or_skip, http_scope, ok_app
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-if CHROMIUM is None:
-    if os.environ.get("QUEUEGATE_E2E") == "required":
-        pytest.fail("QUEUEGATE_E2E=required but no chromium on the PATH", pytrace=False)
-    pytest.skip("no Chromium: apt-get install chromium (Debian)", allow_module_level=True)
+CHROMIUM = chromium_or_skip()
 
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
 from playwright.sync_api import Browser, sync_playwright  # noqa: E402

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,18 +21,11 @@ import pytest
 
 from queuegate.embedded import free_port
 
-from .conftest import wait_for_http
+from .conftest import chromium_or_skip, wait_for_http
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = chromium_or_skip()
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 TOKEN = "e2e-admin-token"
-
-if CHROMIUM is None:
-    if os.environ.get("QUEUEGATE_E2E") == "required":
-        pytest.fail("QUEUEGATE_E2E=required but no chromium on the PATH", pytrace=False)
-    pytest.skip(
-        "no Chromium: apt-get install chromium (Debian) to run the browser test", allow_module_level=True
-    )
 
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 from playwright.sync_api import Page, sync_playwright  # noqa: E402

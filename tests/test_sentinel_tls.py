@@ -145,22 +145,15 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
 async def test_rediss_verifies_the_servers_certificate(tls_server: tuple[int, Path, Path]) -> None:
     port, ca, stranger = tls_server
     room = Room("sale", paths=["/checkout*"], capacity=1, client_limit=0)
-    trusted = QueueGate(
-        ok_app,
-        rooms=[room],
-        secret_key=SECRET,
-        environ={},
-        redis=f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}",
-    )
-    other_ca = QueueGate(
-        ok_app,
-        rooms=[room],
-        secret_key=SECRET,
-        environ={},
-        redis=f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={stranger}",
-    )
-    system_store = QueueGate(
-        ok_app, rooms=[room], secret_key=SECRET, environ={}, redis=f"rediss://127.0.0.1:{port}/0"
+
+    def gate_on(query: str) -> QueueGate:
+        url = f"rediss://127.0.0.1:{port}/0{query}"
+        return QueueGate(ok_app, rooms=[room], secret_key=SECRET, environ={}, redis=url)
+
+    trusted, other_ca, system_store = (
+        gate_on(f"?ssl_ca_certs={ca}"),
+        gate_on(f"?ssl_ca_certs={stranger}"),
+        gate_on(""),
     )
     try:
         async with client_for(trusted) as a, client_for(trusted) as b:

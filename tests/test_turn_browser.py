@@ -8,8 +8,6 @@ Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections.abc import Iterator
 
@@ -17,13 +15,9 @@ import pytest
 
 from queuegate import QueueGate, Room
 
-from .conftest import SECRET, lifespan_app, served
+from .conftest import SECRET, chromium_or_skip, lifespan_app, served
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-if CHROMIUM is None:
-    if os.environ.get("QUEUEGATE_E2E") == "required":
-        pytest.fail("QUEUEGATE_E2E=required but no chromium on the PATH", pytrace=False)
-    pytest.skip("no Chromium: apt-get install chromium (Debian)", allow_module_level=True)
+CHROMIUM = chromium_or_skip()
 
 from playwright.sync_api import Page, sync_playwright  # noqa: E402
 
@@ -107,14 +101,9 @@ def test_the_page_goes_in_when_the_turn_is_pushed(redis_url: str) -> None:
     wait is unknown) goes in within seconds: the stream told it."""
     import httpx
 
-    gate = QueueGate(
-        lifespan_app,
-        rooms=[Room("sale", paths=["/checkout*"], capacity=1, client_limit=0)],
-        secret_key=SECRET,
-        redis=redis_url,
-        cookie_secure=False,
-        environ={},
-    )
+    from .test_streams import gate_for
+
+    gate = gate_for(redis_url)
     with served(gate) as base, httpx.Client() as holder, sync_playwright() as playwright:
         assert holder.get(base + "/checkout").status_code == 200
         browser = playwright.chromium.launch(
