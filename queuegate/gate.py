@@ -48,6 +48,9 @@ POLICY_VIOLATION = 1008  # websocket close code for a handshake refused before a
 # cookie (for outages) is renewed when it lags by more than this, so an
 # admitted visitor gets a new cookie at most once a minute.
 PASS_LAG_MS = 60_000
+# Open streams one visitor may hold per process (a page holds one; a few
+# tabs more): each makes status calls, so a client cannot multiply them.
+MAX_STREAMS_PER_VISITOR = 4
 
 # Where the gate that saw a request leaves itself (and the root path the
 # request had there) for route-bound gating further in.
@@ -231,6 +234,7 @@ class QueueGate:
         )
         self.pages = Pages(settings.waiting_status, waiting_template)
         self.wakeups = Wakeups(client, settings.prefix)
+        self._streams: dict[tuple[str, str], int] = {}  # (room, visitor) -> open streams here
         self._bypass_paths = compile_patterns(settings.bypass_paths)
         self._bypass_secret = None if settings.bypass_secret is None else settings.bypass_secret.encode()
         self._bypass_networks = [ipaddress.ip_network(n, strict=False) for n in settings.bypass_networks]
@@ -619,9 +623,22 @@ class QueueGate:
                 return "waiting", data, outcome.poll_ms, front
             return "state", data, 0, True
 
+        key = (room.name, who.visitor or "")
+        if self._streams.get(key, 0) >= MAX_STREAMS_PER_VISITOR:
+            # The page falls back to polling.
+            await _send_page(self.pages.state(room.name, "too_many_streams", 429), send)
+            return
+        self._streams[key] = self._streams.get(key, 0) + 1
         headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
         response = EventSourceResponse(events(self.wakeups, room.name, check), ping=15, headers=headers)
-        await response(scope, receive, send)
+        try:
+            await response(scope, receive, send)
+        finally:
+            left = self._streams[key] - 1
+            if left:
+                self._streams[key] = left
+            else:
+                del self._streams[key]
 
     async def _leave(self, room: Room, visitor: str | None, scope: Scope, as_json: bool, send: Send) -> None:
         if visitor is not None:
