@@ -15,24 +15,22 @@ import hmac
 import ipaddress
 import logging
 import math
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
-from sse_starlette import EventSourceResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .clients import ClientAddresses
+from .endpoints import UNAVAILABLE_RETRY, Endpoints, wants_json
 from .i18n import DEFAULT, MAX_ACCEPT_LANGUAGE, Language, language_for, negotiate
-from .pages import Headers, Page, Pages
+from .pages import Headers, Page, Pages, send_page
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
 from .store import Client, Outcome, Store, StoreError, connect
-from .streams import FRONT_MS, FRONT_PLACES, Wakeups, events
 from .tokens import Tokens, new_visitor_id
 from .visitors import Identify, Visitor, Visitors
 
@@ -41,17 +39,12 @@ __all__ = ["Admission", "Identify", "QueueGate", "admission"]
 logger = logging.getLogger("queuegate")
 
 FAILURE_LOG_INTERVAL = 10.0  # seconds; one log line per burst of Redis failures
-UNAVAILABLE_RETRY = 5  # seconds a client should wait after a failed check
 BYPASS_HEADER = b"x-queuegate-bypass"
 POLICY_VIOLATION = 1008  # websocket close code for a handshake refused before accept
 # A sliding session's end moves on with each request: the end carried in the
 # cookie (for outages) is renewed when it lags by more than this, so an
 # admitted visitor gets a new cookie at most once a minute.
 PASS_LAG_MS = 60_000
-# Open streams one visitor may hold per process (a page holds one; a few
-# tabs more): each makes status calls, so a client cannot multiply them.
-MAX_STREAMS_PER_VISITOR = 4
-
 # Where the gate that saw a request leaves itself (and the root path the
 # request had there) for route-bound gating further in.
 GATE_KEY = "queuegate.gate"
@@ -95,43 +88,11 @@ def gate_of(scope: Scope) -> tuple[QueueGate, str]:
     return found  # type: ignore[no-any-return]
 
 
-def _wants_json(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"accept":
-            return b"application/json" in value and b"text/html" not in value
-    return False
-
-
 def _accept_language(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"accept-language":
             return bytes(value[:MAX_ACCEPT_LANGUAGE]).decode("latin-1")
     return ""
-
-
-def _same_origin(scope: Scope) -> bool:
-    """Whether a browser says this request comes from the site itself (for
-    the leave endpoint: SameSite=Lax still sends the cookie from a sibling
-    subdomain). Sec-Fetch-Site decides when present; else Origin must name
-    the request's own host; a client that sends neither is not a browser
-    acting for a third-party page."""
-    origin = host = None
-    for name, value in scope["headers"]:
-        if name == b"sec-fetch-site":
-            return value in (b"same-origin", b"none")
-        if name == b"origin":
-            origin = value
-        elif name == b"host":
-            host = value
-    if origin is None:
-        return True
-    return host is not None and origin.partition(b"://")[2] == host
-
-
-async def _send_page(page: Page, send: Send, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
-    headers = [*page.headers, *extra, (b"content-length", str(len(page.body)).encode())]
-    await send({"type": "http.response.start", "status": page.status, "headers": headers})
-    await send({"type": "http.response.body", "body": page.body})
 
 
 async def _deny_websocket(scope: Scope, receive: Receive, send: Send, page: Page) -> None:
@@ -233,8 +194,6 @@ class QueueGate:
             self.client_address.network,
         )
         self.pages = Pages(settings.waiting_status, waiting_template)
-        self.wakeups = Wakeups(client, settings.prefix)
-        self._streams: dict[tuple[str, str], int] = {}  # (room, visitor) -> open streams here
         self._bypass_paths = compile_patterns(settings.bypass_paths)
         self._bypass_secret = None if settings.bypass_secret is None else settings.bypass_secret.encode()
         self._bypass_networks = [ipaddress.ip_network(n, strict=False) for n in settings.bypass_networks]
@@ -242,10 +201,6 @@ class QueueGate:
         # Rooms without paths are used on routes: their new cookies (and
         # FastAPI's answers) reach the response through this middleware.
         self._route_bound = any(not room.paths for room in settings.rooms)
-        self._endpoint = re.compile(
-            re.escape(settings.endpoint) + r"/(status|leave|stream)/([A-Za-z0-9_-]{1,100})"
-        )
-        self._endpoint_prefix = settings.endpoint + "/"
         self.counters = {
             "failed_open": 0,
             "failed_closed": 0,
@@ -253,6 +208,7 @@ class QueueGate:
             "bypassed": 0,
             "outage_passed": 0,
         }
+        self.endpoints = Endpoints(self)
         self._last_failure_log = 0.0
 
     # -- routing -----------------------------------------------------------
@@ -264,12 +220,10 @@ class QueueGate:
             root = scope.get("root_path", "")
             scope[GATE_KEY] = (self, root)
             if kind == "http":
-                route = route_path(path, root) if root else path
-                if route.startswith(self._endpoint_prefix):
-                    found = self._endpoint.fullmatch(route)
-                    if found:
-                        await self._serve_endpoint(found[1], found[2], scope, receive, send)
-                        return
+                found = self.endpoints.match(route_path(path, root) if root else path)
+                if found is not None:
+                    await self.endpoints.serve(*found, scope, receive, send)
+                    return
             # A websocket handshake is a GET.
             room = self.rooms.match(path, scope.get("method", "GET"), root)
             if room is not None and not self._bypassed(scope):
@@ -324,7 +278,7 @@ class QueueGate:
 
     async def aclose(self) -> None:
         """Close the gate's connections (its lifespan does, when it owns them)."""
-        await self.wakeups.aclose()
+        await self.endpoints.aclose()
         await self.store.aclose()
 
     def _route_send(self, scope: Scope, send: Send) -> Send:
@@ -336,7 +290,7 @@ class QueueGate:
                 answer = scope.get(ANSWER_KEY)
                 if answer is not None:
                     page, headers = answer
-                    await _send_page(page, send, headers)
+                    await send_page(page, send, headers)
                     return
                 extra = scope.get(HEADERS_KEY)
                 if extra:
@@ -358,7 +312,7 @@ class QueueGate:
             code = negotiate(header) if header else DEFAULT
         return language_for(code)
 
-    def _store_failed(self, room: Room, exc: StoreError) -> None:
+    def store_failed(self, room: Room, exc: StoreError) -> None:
         """Redis did not answer: count it, and log it once per burst."""
         self.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
         now = time.monotonic()
@@ -368,7 +322,7 @@ class QueueGate:
                 "queuegate: Redis did not answer for room %r (%s); failing %s", room.name, exc, room.fail
             )
 
-    def _line_page(
+    def line_page(
         self, room: Room, outcome: Outcome, as_json: bool, scope: Scope, status: int | None = None
     ) -> Page:
         base = scope[GATE_KEY][1] + self.settings.endpoint
@@ -385,7 +339,7 @@ class QueueGate:
             stream_url=f"{base}/stream/{room.name}",
         )
 
-    def _message(
+    def message(
         self, kind: str, room: Room, scope: Scope, status: int, as_json: bool, retry_after: int | None = None
     ) -> Page:
         language = self.language(room, scope)
@@ -393,13 +347,13 @@ class QueueGate:
             kind, room.name, status=status, as_json=as_json, retry_after=retry_after, language=language
         )
 
-    def _unavailable(self, room: Room, scope: Scope, as_json: bool) -> Page:
-        return self._message("unavailable", room, scope, 503, as_json, UNAVAILABLE_RETRY)
+    def unavailable(self, room: Room, scope: Scope, as_json: bool) -> Page:
+        return self.message("unavailable", room, scope, 503, as_json, UNAVAILABLE_RETRY)
 
-    def _refused(self, room: Room, scope: Scope, as_json: bool) -> tuple[Page, Headers]:
+    def refused(self, room: Room, scope: Scope, as_json: bool) -> tuple[Page, Headers]:
         # The cookie is cleared: next time this browser is simply a newcomer.
         self.counters["refused"] += 1
-        return self._message("refused", room, scope, 403, as_json), [self.visitors.clear_cookie(room)]
+        return self.message("refused", room, scope, 403, as_json), [self.visitors.clear_cookie(room)]
 
     async def decide(self, room: Room, scope: Scope, *, join: bool = True) -> tuple[Page | None, Headers]:
         """Whether a request may reach the app: ``(None, headers)`` to forward
@@ -407,12 +361,12 @@ class QueueGate:
         :class:`Admission` unless the store failed open), else the gate's
         answer and its headers. ``join=False``: a visitor with no place is
         refused instead of joining the line (websockets)."""
-        as_json = _wants_json(scope)
+        as_json = wants_json(scope)
         if room.placeholders:  # a template whose `accept` refused the values
-            return self._message("not_found", room, scope, 404, as_json), []
+            return self.message("not_found", room, scope, 404, as_json), []
         who = await self.visitors.read(room, scope)
         if who.refused:
-            return self._refused(room, scope, as_json)
+            return self.refused(room, scope, as_json)
         asked = who.visitor or new_visitor_id()
         try:
             outcome = await self.store.enter(
@@ -424,7 +378,7 @@ class QueueGate:
                 client=self.client_address(scope) if room.client_limit else "",
             )
         except StoreError as exc:
-            self._store_failed(room, exc)
+            self.store_failed(room, exc)
             return self._without_store(room, scope, who, as_json)
         return self._answer(room, scope, who, asked, outcome, as_json)
 
@@ -441,7 +395,7 @@ class QueueGate:
             self.counters["outage_passed"] += 1
             scope["queuegate"] = Admission(room.name, who.visitor, who.until_ms, self)
             return None, []
-        return self._unavailable(room, scope, as_json), []
+        return self.unavailable(room, scope, as_json), []
 
     def _answer(
         self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
@@ -465,14 +419,14 @@ class QueueGate:
             scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self)
             return None, cookie
         if state == "waiting" or state == "prequeue":
-            return self._line_page(room, outcome, as_json, scope), cookie
+            return self.line_page(room, outcome, as_json, scope), cookie
         if state == "limited":
             retry = max(1, math.ceil(outcome.eta_ms / 1000))
-            return self._message("limited", room, scope, 429, as_json, retry), []
+            return self.message("limited", room, scope, 429, as_json, retry), []
         if state == "none":  # no place, and this request may not take one (a websocket)
-            return self._message("not_admitted", room, scope, 403, as_json), []
+            return self.message("not_admitted", room, scope, 403, as_json), []
         status = self.settings.waiting_status
-        return self._message("closed", room, scope, status, as_json, 60), []
+        return self.message("closed", room, scope, status, as_json, 60), []
 
     async def _gate(self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
         if scope["type"] == "websocket":
@@ -491,7 +445,7 @@ class QueueGate:
                 send = self._route_send(scope, send)
             await app(scope, receive, send)
         else:
-            await _send_page(page, send, headers)
+            await send_page(page, send, headers)
 
     @staticmethod
     def _with_headers(send: Send, extra: Headers) -> Send:
@@ -550,102 +504,3 @@ class QueueGate:
         return Page(page.status, [*page.headers, *headers], page.body)
 
     # -- the gate's own endpoints -----------------------------------------
-
-    async def _serve_endpoint(
-        self, action: str, name: str, scope: Scope, receive: Receive, send: Send
-    ) -> None:
-        room = self.rooms.room(name)
-        as_json = action != "leave" or _wants_json(scope)
-        if room is None:
-            language = self.language(None, scope)
-            await _send_page(
-                self.pages.message("not_found", name, status=404, as_json=as_json, language=language), send
-            )
-            return
-        method = scope["method"].upper()
-        allowed = b"POST" if action == "leave" else b"GET, HEAD"
-        if method.encode() not in allowed.split(b", "):
-            page = self.pages.state(name, "method_not_allowed", 405)
-            await _send_page(page, send, [(b"allow", allowed)])
-            return
-        if action == "leave" and not _same_origin(scope):
-            await _send_page(self._message("cross_site", room, scope, 403, as_json), send)
-            return
-        who = await self.visitors.read(room, scope)
-        if who.refused:
-            page, headers = self._refused(room, scope, as_json)
-            await _send_page(page, send, headers)
-        elif action == "leave":
-            await self._leave(room, who.visitor, scope, as_json, send)
-        elif who.visitor is None:
-            await _send_page(self.pages.state(name, "none"), send)
-        elif action == "stream":
-            await self._stream(room, who, scope, receive, send)
-        else:
-            await _send_page(self._status_page(room, await self._place(room, who), scope), send)
-
-    async def _place(self, room: Room, who: Visitor) -> Outcome | None:
-        """A visitor's place, never joining the line; None if Redis did not answer."""
-        assert who.visitor is not None
-        try:
-            return await self.store.enter(
-                room, who.visitor, join=False, user_hash=who.user_hash, user_ttl=self.settings.cookie_max_age
-            )
-        except StoreError as exc:
-            self._store_failed(room, exc)
-            return None
-
-    def _status_page(self, room: Room, outcome: Outcome | None, scope: Scope) -> Page:
-        if outcome is None:
-            return self._unavailable(room, scope, as_json=True)
-        if outcome.state in ("waiting", "prequeue"):
-            return self._line_page(room, outcome, True, scope, status=200)
-        if outcome.state == "active":
-            expires_in = max(0, (outcome.expires_ms - outcome.now_ms) // 1000)
-            return self.pages.state(room.name, "active", expires_in_seconds=expires_in)
-        return self.pages.state(room.name, outcome.state)
-
-    async def _stream(self, room: Room, who: Visitor, scope: Scope, receive: Receive, send: Send) -> None:
-        """The visitor's place, pushed as it changes (see queuegate.streams)."""
-
-        async def check() -> tuple[str, str, int, bool]:
-            outcome = await self._place(room, who)
-            data = self._status_page(room, outcome, scope).body.decode()
-            if outcome is None:
-                return "unavailable", data, UNAVAILABLE_RETRY * 1000, True
-            if outcome.state in ("waiting", "prequeue"):
-                front = (
-                    outcome.state == "prequeue"
-                    or outcome.method == "random"
-                    or outcome.rank < FRONT_PLACES
-                    or outcome.eta_ms < FRONT_MS
-                )
-                return "waiting", data, outcome.poll_ms, front
-            return "state", data, 0, True
-
-        key = (room.name, who.visitor or "")
-        if self._streams.get(key, 0) >= MAX_STREAMS_PER_VISITOR:
-            # The page falls back to polling.
-            await _send_page(self.pages.state(room.name, "too_many_streams", 429), send)
-            return
-        self._streams[key] = self._streams.get(key, 0) + 1
-        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
-        response = EventSourceResponse(events(self.wakeups, room.name, check), ping=15, headers=headers)
-        try:
-            await response(scope, receive, send)
-        finally:
-            left = self._streams[key] - 1
-            if left:
-                self._streams[key] = left
-            else:
-                del self._streams[key]
-
-    async def _leave(self, room: Room, visitor: str | None, scope: Scope, as_json: bool, send: Send) -> None:
-        if visitor is not None:
-            try:
-                await self.store.leave(room, visitor)
-            except StoreError:
-                await _send_page(self._unavailable(room, scope, as_json), send)
-                return
-        page = self._message("left", room, scope, 200, as_json)
-        await _send_page(page, send, [self.visitors.clear_cookie(room)])

@@ -17,17 +17,19 @@ import html
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 from string import Template
 from typing import Any
 
+from starlette.types import Send
+
 from .i18n import DEFAULT, N_, Language, language_for
 from .store import Outcome
 
-__all__ = ["Page", "Pages", "eta_text"]
+__all__ = ["Page", "Pages", "eta_text", "send_page"]
 
 Headers = list[tuple[bytes, bytes]]
 # Made once (json.dumps with options makes one per call); UTF-8 as it is
@@ -114,6 +116,12 @@ class Page:
     status: int
     headers: Headers
     body: bytes
+
+
+async def send_page(page: Page, send: Send, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    headers = [*page.headers, *extra, (b"content-length", str(len(page.body)).encode())]
+    await send({"type": "http.response.start", "status": page.status, "headers": headers})
+    await send({"type": "http.response.body", "body": page.body})
 
 
 def eta_text(eta_ms: int, language: Language | None = None) -> str:

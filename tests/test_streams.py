@@ -69,7 +69,7 @@ def test_a_stream_without_a_place_says_so_and_ends(redis_url: str) -> None:
 def test_one_visitor_cannot_multiply_streams(redis_url: str) -> None:
     """Each stream makes status calls: a visitor holds at most 4 at once in a
     process; the next is told so (429) and its page polls instead."""
-    from queuegate.gate import MAX_STREAMS_PER_VISITOR
+    from queuegate.endpoints import MAX_STREAMS_PER_VISITOR
 
     gate = gate_for(redis_url)
     with served(gate) as base, httpx.Client() as holder, httpx.Client() as waiter:
@@ -81,14 +81,16 @@ def test_one_visitor_cannot_multiply_streams(redis_url: str) -> None:
                 response = streams.enter_context(waiter.stream("GET", base + "/_queuegate/stream/sale"))
                 held.append(stream_events(response))
                 assert next(held[-1])[0] == "waiting"
-            assert gate._streams == {("sale", waiter.cookies["qg_sale"].split(".")[0].split("~")[0]): 4}
+            assert gate.endpoints._streams == {
+                ("sale", waiter.cookies["qg_sale"].split(".")[0].split("~")[0]): 4
+            }
             extra = waiter.get(base + "/_queuegate/stream/sale")
             assert extra.status_code == 429
             assert extra.json()["state"] == "too_many_streams"
         # Closed streams are counted out again.
         deadline = time.monotonic() + 5
-        while gate._streams:
-            assert time.monotonic() < deadline, gate._streams
+        while gate.endpoints._streams:
+            assert time.monotonic() < deadline, gate.endpoints._streams
             time.sleep(0.05)
         with waiter.stream("GET", base + "/_queuegate/stream/sale") as again:
             assert next(stream_events(again))[0] == "waiting"

@@ -1,0 +1,178 @@
+"""The gate's own endpoints, under ``endpoint`` (``/_queuegate``): a visitor's
+place (``status/<room>``, JSON), pushed as it changes (``stream/<room>``,
+Server-Sent Events; see ``queuegate.streams``), and giving it up
+(``leave/<room>``, POST from the site itself). None of them ever joins the
+line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from sse_starlette import EventSourceResponse
+from starlette.types import Receive, Scope, Send
+
+from .pages import Page, send_page
+from .settings import Room
+from .store import Outcome, StoreError
+from .streams import FRONT_MS, FRONT_PLACES, Wakeups, events
+from .visitors import Visitor
+
+if TYPE_CHECKING:
+    from .gate import QueueGate
+
+__all__ = ["MAX_STREAMS_PER_VISITOR", "UNAVAILABLE_RETRY", "Endpoints", "wants_json"]
+
+UNAVAILABLE_RETRY = 5  # seconds a client should wait after a failed check
+# Open streams one visitor may hold per process (a page holds one; a few
+# tabs more): each makes status calls, so a client cannot multiply them.
+MAX_STREAMS_PER_VISITOR = 4
+
+
+def wants_json(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"accept":
+            return b"application/json" in value and b"text/html" not in value
+    return False
+
+
+def _same_origin(scope: Scope) -> bool:
+    """Whether a browser says this request comes from the site itself (for
+    the leave endpoint: SameSite=Lax still sends the cookie from a sibling
+    subdomain). Sec-Fetch-Site decides when present; else Origin must name
+    the request's own host; a client that sends neither is not a browser
+    acting for a third-party page."""
+    origin = host = None
+    for name, value in scope["headers"]:
+        if name == b"sec-fetch-site":
+            return value in (b"same-origin", b"none")
+        if name == b"origin":
+            origin = value
+        elif name == b"host":
+            host = value
+    if origin is None:
+        return True
+    return host is not None and origin.partition(b"://")[2] == host
+
+
+class Endpoints:
+    def __init__(self, gate: QueueGate) -> None:
+        self.gate = gate
+        endpoint = gate.settings.endpoint
+        self._pattern = re.compile(re.escape(endpoint) + r"/(status|leave|stream)/([A-Za-z0-9_-]{1,100})")
+        self._prefix = endpoint + "/"
+        self.wakeups = Wakeups(gate.store.client, gate.settings.prefix)
+        self._streams: dict[tuple[str, str], int] = {}  # (room, visitor) -> open streams here
+
+    def match(self, route: str) -> tuple[str, str] | None:
+        """(action, room name) for a route path under the endpoint, if any."""
+        if not route.startswith(self._prefix):
+            return None
+        found = self._pattern.fullmatch(route)
+        return None if found is None else (found[1], found[2])
+
+    async def aclose(self) -> None:
+        await self.wakeups.aclose()
+
+    async def serve(self, action: str, name: str, scope: Scope, receive: Receive, send: Send) -> None:
+        room = self.gate.rooms.room(name)
+        as_json = action != "leave" or wants_json(scope)
+        if room is None:
+            language = self.gate.language(None, scope)
+            await send_page(
+                self.gate.pages.message("not_found", name, status=404, as_json=as_json, language=language),
+                send,
+            )
+            return
+        method = scope["method"].upper()
+        allowed = b"POST" if action == "leave" else b"GET, HEAD"
+        if method.encode() not in allowed.split(b", "):
+            page = self.gate.pages.state(name, "method_not_allowed", 405)
+            await send_page(page, send, [(b"allow", allowed)])
+            return
+        if action == "leave" and not _same_origin(scope):
+            await send_page(self.gate.message("cross_site", room, scope, 403, as_json), send)
+            return
+        who = await self.gate.visitors.read(room, scope)
+        if who.refused:
+            page, headers = self.gate.refused(room, scope, as_json)
+            await send_page(page, send, headers)
+        elif action == "leave":
+            await self._leave(room, who.visitor, scope, as_json, send)
+        elif who.visitor is None:
+            await send_page(self.gate.pages.state(name, "none"), send)
+        elif action == "stream":
+            await self._stream(room, who, scope, receive, send)
+        else:
+            await send_page(self._status_page(room, await self._place(room, who), scope), send)
+
+    async def _place(self, room: Room, who: Visitor) -> Outcome | None:
+        """A visitor's place, never joining the line; None if Redis did not answer."""
+        assert who.visitor is not None
+        try:
+            return await self.gate.store.enter(
+                room,
+                who.visitor,
+                join=False,
+                user_hash=who.user_hash,
+                user_ttl=self.gate.settings.cookie_max_age,
+            )
+        except StoreError as exc:
+            self.gate.store_failed(room, exc)
+            return None
+
+    def _status_page(self, room: Room, outcome: Outcome | None, scope: Scope) -> Page:
+        if outcome is None:
+            return self.gate.unavailable(room, scope, as_json=True)
+        if outcome.state in ("waiting", "prequeue"):
+            return self.gate.line_page(room, outcome, True, scope, status=200)
+        if outcome.state == "active":
+            expires_in = max(0, (outcome.expires_ms - outcome.now_ms) // 1000)
+            return self.gate.pages.state(room.name, "active", expires_in_seconds=expires_in)
+        return self.gate.pages.state(room.name, outcome.state)
+
+    async def _stream(self, room: Room, who: Visitor, scope: Scope, receive: Receive, send: Send) -> None:
+        """The visitor's place, pushed as it changes (see queuegate.streams)."""
+
+        async def check() -> tuple[str, str, int, bool]:
+            outcome = await self._place(room, who)
+            data = self._status_page(room, outcome, scope).body.decode()
+            if outcome is None:
+                return "unavailable", data, UNAVAILABLE_RETRY * 1000, True
+            if outcome.state in ("waiting", "prequeue"):
+                front = (
+                    outcome.state == "prequeue"
+                    or outcome.method == "random"
+                    or outcome.rank < FRONT_PLACES
+                    or outcome.eta_ms < FRONT_MS
+                )
+                return "waiting", data, outcome.poll_ms, front
+            return "state", data, 0, True
+
+        key = (room.name, who.visitor or "")
+        if self._streams.get(key, 0) >= MAX_STREAMS_PER_VISITOR:
+            # The page falls back to polling.
+            await send_page(self.gate.pages.state(room.name, "too_many_streams", 429), send)
+            return
+        self._streams[key] = self._streams.get(key, 0) + 1
+        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
+        response = EventSourceResponse(events(self.wakeups, room.name, check), ping=15, headers=headers)
+        try:
+            await response(scope, receive, send)
+        finally:
+            left = self._streams[key] - 1
+            if left:
+                self._streams[key] = left
+            else:
+                del self._streams[key]
+
+    async def _leave(self, room: Room, visitor: str | None, scope: Scope, as_json: bool, send: Send) -> None:
+        if visitor is not None:
+            try:
+                await self.gate.store.leave(room, visitor)
+            except StoreError:
+                await send_page(self.gate.unavailable(room, scope, as_json), send)
+                return
+        page = self.gate.message("left", room, scope, 200, as_json)
+        await send_page(page, send, [self.gate.visitors.clear_cookie(room)])
