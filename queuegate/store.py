@@ -17,18 +17,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any, Literal
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
-from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
+from .connections import Client, connect, redacted
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
 from .settings import ConfigError, Room, check_room_setting
 
-__all__ = ["Outcome", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
+# connect, redacted and Client live in queuegate.connections; named here too,
+# where callers have always imported them from.
+__all__ = ["Client", "Outcome", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
 
 State = Literal["active", "waiting", "prequeue", "closed", "pass", "none", "limited"]
 RoomRef = Room | str  # a Room from code, or a room's name (its defaults are read from Redis)
@@ -85,114 +84,6 @@ def _text(value: Any) -> str:
 
 def _load(name: str) -> str:
     return files(__package__).joinpath("scripts", name).read_text(encoding="utf-8")
-
-
-def redacted(url: str) -> str:
-    """A Redis URL fit for logs and messages: any password is masked."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-Client = aioredis.Redis | aioredis.RedisCluster
-
-
-def connect(url: str, timeout: float, max_connections: int = 50) -> Client:
-    """A client for ``redis://``, ``rediss://``, ``unix://`` or
-    ``redis+cluster://`` (``rediss+cluster://``) URLs.
-
-    Connecting is bounded by ``timeout``; one immediate retry covers a pooled
-    connection that died with a Redis restart. At most ``max_connections``
-    are open; a request that finds them all busy waits for one (within the
-    caller's timeout) instead of failing. A cluster URL names any one node;
-    the others are discovered.
-    """
-    scheme = url.split("://", 1)[0]
-    if scheme in ("redis+sentinel", "rediss+sentinel"):
-        return _sentinel_client(url, timeout, max_connections)
-    if scheme in ("redis+cluster", "rediss+cluster"):
-        try:
-            cluster = aioredis.RedisCluster.from_url(
-                url.replace("+cluster", "", 1),
-                socket_timeout=max(1.0, 4 * timeout),
-                socket_connect_timeout=timeout,
-                max_connections=max_connections,
-            )
-        except ValueError as exc:
-            raise ConfigError(f"redis_url is not valid: {exc}") from None
-        return cluster
-    if scheme not in ("redis", "rediss", "unix"):
-        raise ConfigError(
-            "redis_url must start with redis://, rediss://, unix://, redis+cluster:// or "
-            f"redis+sentinel:// (rediss+ for TLS), got {scheme!r}"
-        )
-    try:
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=timeout,
-            # A request waits at most `timeout` (the gate's own deadline); a
-            # connection is only given up when silent for longer, since on a
-            # shared pipelined connection one read waits for the replies ahead.
-            socket_timeout=max(1.0, 4 * timeout),
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 1),
-        )
-    except ValueError as exc:
-        raise ConfigError(f"redis_url is not valid: {exc}") from None
-    # from_pool: closing the client closes the pool and its connections.
-    return aioredis.Redis.from_pool(pool)
-
-
-def _sentinel_client(url: str, timeout: float, max_connections: int) -> aioredis.Redis:
-    """``redis+sentinel://[[user]:password@]host:port[,host:port...]/master[/db]``
-    (``rediss+sentinel://`` for TLS to the sentinels and the master). Query
-    arguments: ``sentinel_password`` (and ``sentinel_username``) for the
-    sentinels, ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``,
-    ``ssl_cert_reqs`` for TLS. Each new connection asks the sentinels where
-    the master is, so after a failover the next connection goes to the new
-    one."""
-    parts = urlsplit(url)
-    hosts: list[tuple[str, int]] = []
-    try:
-        for item in parts.netloc.rpartition("@")[2].split(","):
-            host, colon, port = item.rpartition(":")
-            hosts.append((host, int(port)) if colon else (item, 26379))
-        names = [unquote(part) for part in parts.path.split("/") if part]
-        db = int(names[1]) if len(names) > 1 else 0
-    except ValueError as exc:
-        raise ConfigError(f"redis_url is not a valid redis+sentinel:// URL: {exc}") from None
-    if not names or not all(host for host, _ in hosts):
-        raise ConfigError(
-            "redis_url: a sentinel URL names the sentinels and the master, like "
-            "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster"
-        )
-    query = dict(parse_qsl(parts.query))
-    common: dict[str, Any] = {"socket_timeout": max(1.0, 4 * timeout), "socket_connect_timeout": timeout}
-    if parts.scheme.startswith("rediss"):
-        common["ssl"] = True
-        for name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs"):
-            if name in query:
-                common[name] = query.pop(name)
-    sentinel_auth = {
-        "password": query.pop("sentinel_password", None),
-        "username": query.pop("sentinel_username", None),
-    }
-    if query:
-        raise ConfigError(f"redis_url: unknown sentinel URL argument(s) {', '.join(sorted(query))}")
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        hosts,
-        sentinel_kwargs={**common, **{k: v for k, v in sentinel_auth.items() if v is not None}},
-        **common,
-    )
-    password = None if parts.password is None else unquote(parts.password)
-    username = None if not parts.username else unquote(parts.username)
-    master: aioredis.Redis = sentinel.master_for(
-        names[0], password=password, username=username, db=db, max_connections=max_connections
-    )
-    return master
 
 
 class Store:
