@@ -200,7 +200,7 @@ class QueueGate:
         self._no_bypass = not (self._bypass_paths or self._bypass_secret or self._bypass_networks)
         # Rooms without paths are used on routes: their new cookies (and
         # FastAPI's answers) reach the response through this middleware.
-        self._route_bound = any(not room.paths for room in settings.rooms)
+        self.route_bound = any(not room.paths for room in settings.rooms)
         self.counters = {
             "failed_open": 0,
             "failed_closed": 0,
@@ -226,10 +226,10 @@ class QueueGate:
                     return
             # A websocket handshake is a GET.
             room = self.rooms.match(path, scope.get("method", "GET"), root)
-            if room is not None and not self._bypassed(scope):
-                await self._gate(room, scope, receive, send, self.app)
+            if room is not None and not self.bypassed(scope):
+                await self.gate_request(room, scope, receive, send, self.app)
                 return
-            if self._route_bound and kind == "http":
+            if self.route_bound and kind == "http":
                 send = self._route_send(scope, send)
         elif kind == "lifespan" and self._owns_client:
             await self.app(scope, receive, self._closing_send(send))
@@ -240,7 +240,7 @@ class QueueGate:
         """The room that gates a request for ``path``, if any."""
         return self.rooms.match(path, method, root_path)
 
-    def _bypassed(self, scope: Scope) -> bool:
+    def bypassed(self, scope: Scope) -> bool:
         if self._no_bypass:
             return False
         if self._bypass_rule(scope):
@@ -428,7 +428,9 @@ class QueueGate:
         status = self.settings.waiting_status
         return self.message("closed", room, scope, status, as_json, 60), []
 
-    async def _gate(self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+    async def gate_request(
+        self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp
+    ) -> None:
         if scope["type"] == "websocket":
             # Only an admitted visitor connects; a handshake takes no place.
             # An open socket is not closed when the session ends later.
@@ -441,7 +443,7 @@ class QueueGate:
         page, headers = await self.decide(room, scope)
         if page is None:
             send = self._with_headers(send, headers)
-            if self._route_bound:  # another room may be on the route too
+            if self.route_bound:  # another room may be on the route too
                 send = self._route_send(scope, send)
             await app(scope, receive, send)
         else:
@@ -458,49 +460,3 @@ class QueueGate:
             await send(message)
 
         return send_with_headers
-
-    # -- route-bound gating ------------------------------------------------
-
-    def route_room(self, name: str, scope: Scope, path_params: Mapping[str, Any] | None = None) -> Room:
-        """The room ``name`` for a request a router dispatched (a template's
-        values come from the route's path parameters)."""
-        # From now on this gate adds route-bound gating's headers to
-        # responses (it does from the start when a room has no paths).
-        self._route_bound = True
-        params = (scope.get("path_params") or {}) if path_params is None else path_params
-        room = self.rooms.for_route(name, params)
-        if room is None:
-            raise LookupError(f"queuegate: a route is gated by room {name!r}, but no room has that name")
-        return room
-
-    def already_admitted(self, room: Room, scope: Scope) -> bool:
-        """The middleware gated this request for ``room`` already."""
-        found = scope.get("queuegate")
-        return isinstance(found, Admission) and found.room == room.name
-
-    async def serve_route(self, name: str, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
-        """Gate a request that a router dispatched to ``app`` in room ``name``."""
-        room = self.route_room(name, scope)
-        if self.already_admitted(room, scope) or self._bypassed(scope):
-            await app(scope, receive, send)
-        else:
-            await self._gate(room, scope, receive, send, app)
-
-    async def check_route(
-        self, name: str, scope: Scope, path_params: Mapping[str, Any] | None = None
-    ) -> Page | None:
-        """For integrations that cannot wrap the app's ASGI callable (FastAPI
-        dependencies, Django views): ``None`` when the request may go on (a
-        new cookie is added to the response by the middleware), else the
-        gate's answer, with its headers added to the page's."""
-        room = self.route_room(name, scope, path_params)
-        if self.already_admitted(room, scope) or self._bypassed(scope):
-            return None
-        page, headers = await self.decide(room, scope, join=scope["type"] == "http")
-        if page is None:
-            if headers:
-                scope[HEADERS_KEY] = [*scope.get(HEADERS_KEY, ()), *headers]
-            return None
-        return Page(page.status, [*page.headers, *headers], page.body)
-
-    # -- the gate's own endpoints -----------------------------------------

@@ -27,6 +27,7 @@ from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse
 
 from ..gate import gate_of
+from . import check_route
 
 __all__ = ["gated"]
 
@@ -36,7 +37,7 @@ async def _answer(request: HttpRequest, room: str, kwargs: dict[str, Any]) -> Ht
     if scope is None:
         raise RuntimeError("queuegate: gated views need Django's ASGI handler behind QueueGate")
     gate, _ = gate_of(scope)
-    page = await gate.check_route(room, scope, path_params=kwargs)
+    page = await check_route(gate, room, scope, path_params=kwargs)
     if page is None:
         return None
     response = HttpResponse(page.body, status=page.status)

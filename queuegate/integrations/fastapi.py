@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException, WebSocketException
 from starlette.requests import HTTPConnection
 
 from ..gate import ANSWER_KEY, POLICY_VIOLATION, Admission, admission, gate_of
+from . import check_route
 
 __all__ = ["queue"]
 
@@ -34,7 +35,7 @@ def queue(room: str) -> Callable[[HTTPConnection], Awaitable[Admission | None]]:
     async def queuegate_room(connection: HTTPConnection) -> Admission | None:
         scope = connection.scope
         gate, _ = gate_of(scope)
-        page = await gate.check_route(room, scope)
+        page = await check_route(gate, room, scope)
         if page is None:
             return admission(scope)
         if scope["type"] == "websocket":

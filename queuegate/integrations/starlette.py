@@ -19,6 +19,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..gate import gate_of
+from . import serve_route
 
 __all__ = ["gated"]
 
@@ -38,4 +39,4 @@ class gated:  # lower case: used like a function, gated(app, room="sale")
             await self.app(scope, receive, send)
             return
         gate, _ = gate_of(scope)
-        await gate.serve_route(self.room, scope, receive, send, self.app)
+        await serve_route(gate, self.room, scope, receive, send, self.app)
