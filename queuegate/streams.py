@@ -52,10 +52,6 @@ class Wakeups:
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
 
-    @property
-    def subscribed(self) -> bool:
-        return self._subscribed.is_set()
-
     async def ready(self, seconds: float) -> None:
         """Wait (at most ``seconds``) until the subscription is up, so that a
         stream's first check is not followed by a move nobody hears of."""
@@ -80,9 +76,6 @@ class Wakeups:
             events.discard(event)
             if not events:
                 del self._waiting[room]
-
-    def open_streams(self) -> int:
-        return sum(len(events) for events in self._waiting.values())
 
     async def _listen(self) -> None:
         while True:
