@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from sse_starlette import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
+from .answers import UNAVAILABLE_RETRY
 from .pages import Page, send_page
 from .settings import Room
 from .store import Outcome, StoreError
@@ -22,9 +23,8 @@ from .visitors import Visitor
 if TYPE_CHECKING:
     from .gate import QueueGate
 
-__all__ = ["MAX_STREAMS_PER_VISITOR", "UNAVAILABLE_RETRY", "Endpoints", "wants_json"]
+__all__ = ["MAX_STREAMS_PER_VISITOR", "Endpoints", "wants_json"]
 
-UNAVAILABLE_RETRY = 5  # seconds a client should wait after a failed check
 # Open streams one visitor may hold per process (a page holds one; a few
 # tabs more): each makes status calls, so a client cannot multiply them.
 MAX_STREAMS_PER_VISITOR = 4
@@ -79,7 +79,7 @@ class Endpoints:
         room = self.gate.rooms.room(name)
         as_json = action != "leave" or wants_json(scope)
         if room is None:
-            language = self.gate.language(None, scope)
+            language = self.gate.answers.language(None, scope)
             await send_page(
                 self.gate.pages.message("not_found", name, status=404, as_json=as_json, language=language),
                 send,
@@ -92,11 +92,11 @@ class Endpoints:
             await send_page(page, send, [(b"allow", allowed)])
             return
         if action == "leave" and not _same_origin(scope):
-            await send_page(self.gate.message("cross_site", room, scope, 403, as_json), send)
+            await send_page(self.gate.answers.message("cross_site", room, scope, 403, as_json), send)
             return
         who = await self.gate.visitors.read(room, scope)
         if who.refused:
-            page, headers = self.gate.refused(room, scope, as_json)
+            page, headers = self.gate.answers.refused(room, scope, as_json)
             await send_page(page, send, headers)
         elif action == "leave":
             await self._leave(room, who.visitor, scope, as_json, send)
@@ -124,9 +124,9 @@ class Endpoints:
 
     def _status_page(self, room: Room, outcome: Outcome | None, scope: Scope) -> Page:
         if outcome is None:
-            return self.gate.unavailable(room, scope, as_json=True)
+            return self.gate.answers.unavailable(room, scope, as_json=True)
         if outcome.state in ("waiting", "prequeue"):
-            return self.gate.line_page(room, outcome, True, scope, status=200)
+            return self.gate.answers.line_page(room, outcome, True, scope, status=200)
         if outcome.state == "active":
             expires_in = max(0, (outcome.expires_ms - outcome.now_ms) // 1000)
             return self.gate.pages.state(room.name, "active", expires_in_seconds=expires_in)
@@ -172,7 +172,7 @@ class Endpoints:
             try:
                 await self.gate.store.leave(room, visitor)
             except StoreError:
-                await send_page(self.gate.unavailable(room, scope, as_json), send)
+                await send_page(self.gate.answers.unavailable(room, scope, as_json), send)
                 return
-        page = self.gate.message("left", room, scope, 200, as_json)
+        page = self.gate.answers.message("left", room, scope, 200, as_json)
         await send_page(page, send, [self.gate.visitors.clear_cookie(room)])

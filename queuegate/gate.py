@@ -23,9 +23,9 @@ from typing import Any
 import redis.asyncio as aioredis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .answers import GATE_KEY, Answers
 from .clients import ClientAddresses
-from .endpoints import UNAVAILABLE_RETRY, Endpoints, wants_json
-from .i18n import DEFAULT, MAX_ACCEPT_LANGUAGE, Language, language_for, negotiate
+from .endpoints import Endpoints, wants_json
 from .pages import Headers, Page, Pages, send_page
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
@@ -45,9 +45,6 @@ POLICY_VIOLATION = 1008  # websocket close code for a handshake refused before a
 # cookie (for outages) is renewed when it lags by more than this, so an
 # admitted visitor gets a new cookie at most once a minute.
 PASS_LAG_MS = 60_000
-# Where the gate that saw a request leaves itself (and the root path the
-# request had there) for route-bound gating further in.
-GATE_KEY = "queuegate.gate"
 # Headers (a new cookie) route-bound gating asks the gate to add to the app's
 # response, and an answer that replaces it (FastAPI's dependency raises).
 HEADERS_KEY = "queuegate.headers"
@@ -86,13 +83,6 @@ def gate_of(scope: Scope) -> tuple[QueueGate, str]:
             "(add app.add_middleware(QueueGate, rooms=[...], ...) or wrap the ASGI app)"
         )
     return found  # type: ignore[no-any-return]
-
-
-def _accept_language(scope: Scope) -> str:
-    for name, value in scope["headers"]:
-        if name == b"accept-language":
-            return bytes(value[:MAX_ACCEPT_LANGUAGE]).decode("latin-1")
-    return ""
 
 
 async def _deny_websocket(scope: Scope, receive: Receive, send: Send, page: Page) -> None:
@@ -208,6 +198,7 @@ class QueueGate:
             "bypassed": 0,
             "outage_passed": 0,
         }
+        self.answers = Answers(settings, self.pages, self.visitors, self.counters)
         self.endpoints = Endpoints(self)
         self._last_failure_log = 0.0
 
@@ -303,15 +294,6 @@ class QueueGate:
 
     # -- the decision --------------------------------------------------------
 
-    def language(self, room: Room | None, scope: Scope) -> Language:
-        """The language of the gate's answer: the room's or the gate's fixed
-        one, else the visitor's (Accept-Language), else English."""
-        code = (room.language if room is not None else None) or self.settings.language
-        if code is None:
-            header = _accept_language(scope)
-            code = negotiate(header) if header else DEFAULT
-        return language_for(code)
-
     def store_failed(self, room: Room, exc: StoreError) -> None:
         """Redis did not answer: count it, and log it once per burst."""
         self.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
@@ -322,39 +304,6 @@ class QueueGate:
                 "queuegate: Redis did not answer for room %r (%s); failing %s", room.name, exc, room.fail
             )
 
-    def line_page(
-        self, room: Room, outcome: Outcome, as_json: bool, scope: Scope, status: int | None = None
-    ) -> Page:
-        base = scope[GATE_KEY][1] + self.settings.endpoint
-        language = self.language(room, scope)
-        return self.pages.waiting(
-            room.title_in(language.code),
-            room.name,
-            outcome,
-            status_url=f"{base}/status/{room.name}",
-            leave_url=f"{base}/leave/{room.name}",
-            as_json=as_json,
-            status=status,
-            language=language,
-            stream_url=f"{base}/stream/{room.name}",
-        )
-
-    def message(
-        self, kind: str, room: Room, scope: Scope, status: int, as_json: bool, retry_after: int | None = None
-    ) -> Page:
-        language = self.language(room, scope)
-        return self.pages.message(
-            kind, room.name, status=status, as_json=as_json, retry_after=retry_after, language=language
-        )
-
-    def unavailable(self, room: Room, scope: Scope, as_json: bool) -> Page:
-        return self.message("unavailable", room, scope, 503, as_json, UNAVAILABLE_RETRY)
-
-    def refused(self, room: Room, scope: Scope, as_json: bool) -> tuple[Page, Headers]:
-        # The cookie is cleared: next time this browser is simply a newcomer.
-        self.counters["refused"] += 1
-        return self.message("refused", room, scope, 403, as_json), [self.visitors.clear_cookie(room)]
-
     async def decide(self, room: Room, scope: Scope, *, join: bool = True) -> tuple[Page | None, Headers]:
         """Whether a request may reach the app: ``(None, headers)`` to forward
         it (adding ``headers`` to the response; ``scope["queuegate"]`` is its
@@ -363,10 +312,10 @@ class QueueGate:
         refused instead of joining the line (websockets)."""
         as_json = wants_json(scope)
         if room.placeholders:  # a template whose `accept` refused the values
-            return self.message("not_found", room, scope, 404, as_json), []
+            return self.answers.message("not_found", room, scope, 404, as_json), []
         who = await self.visitors.read(room, scope)
         if who.refused:
-            return self.refused(room, scope, as_json)
+            return self.answers.refused(room, scope, as_json)
         asked = who.visitor or new_visitor_id()
         try:
             outcome = await self.store.enter(
@@ -395,7 +344,7 @@ class QueueGate:
             self.counters["outage_passed"] += 1
             scope["queuegate"] = Admission(room.name, who.visitor, who.until_ms, self)
             return None, []
-        return self.unavailable(room, scope, as_json), []
+        return self.answers.unavailable(room, scope, as_json), []
 
     def _answer(
         self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
@@ -419,14 +368,14 @@ class QueueGate:
             scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self)
             return None, cookie
         if state == "waiting" or state == "prequeue":
-            return self.line_page(room, outcome, as_json, scope), cookie
+            return self.answers.line_page(room, outcome, as_json, scope), cookie
         if state == "limited":
             retry = max(1, math.ceil(outcome.eta_ms / 1000))
-            return self.message("limited", room, scope, 429, as_json, retry), []
+            return self.answers.message("limited", room, scope, 429, as_json, retry), []
         if state == "none":  # no place, and this request may not take one (a websocket)
-            return self.message("not_admitted", room, scope, 403, as_json), []
+            return self.answers.message("not_admitted", room, scope, 403, as_json), []
         status = self.settings.waiting_status
-        return self.message("closed", room, scope, status, as_json, 60), []
+        return self.answers.message("closed", room, scope, status, as_json, 60), []
 
     async def gate_request(
         self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp

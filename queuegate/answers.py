@@ -1,0 +1,79 @@
+"""What the gate answers itself, in the visitor's language: the waiting page
+(or its JSON) and the message pages, built for a room and a request. Used by
+the gate's decision and by its own endpoints."""
+
+from __future__ import annotations
+
+from starlette.types import Scope
+
+from .i18n import DEFAULT, MAX_ACCEPT_LANGUAGE, Language, language_for, negotiate
+from .pages import Headers, Page, Pages
+from .settings import Room, Settings
+from .store import Outcome
+from .visitors import Visitors
+
+__all__ = ["GATE_KEY", "UNAVAILABLE_RETRY", "Answers"]
+
+# Where the gate that saw a request leaves itself and the root path it saw
+# the request at (its endpoints' links start there), for what runs further in.
+GATE_KEY = "queuegate.gate"
+UNAVAILABLE_RETRY = 5  # seconds a client should wait after a failed check
+
+
+def _accept_language(scope: Scope) -> str:
+    for name, value in scope["headers"]:
+        if name == b"accept-language":
+            return bytes(value[:MAX_ACCEPT_LANGUAGE]).decode("latin-1")
+    return ""
+
+
+class Answers:
+    def __init__(
+        self, settings: Settings, pages: Pages, visitors: Visitors, counters: dict[str, int]
+    ) -> None:
+        self._settings = settings
+        self._pages = pages
+        self._visitors = visitors
+        self._counters = counters
+
+    def language(self, room: Room | None, scope: Scope) -> Language:
+        """The language of the gate's answer: the room's or the gate's fixed
+        one, else the visitor's (Accept-Language), else English."""
+        code = (room.language if room is not None else None) or self._settings.language
+        if code is None:
+            header = _accept_language(scope)
+            code = negotiate(header) if header else DEFAULT
+        return language_for(code)
+
+    def line_page(
+        self, room: Room, outcome: Outcome, as_json: bool, scope: Scope, status: int | None = None
+    ) -> Page:
+        base = scope[GATE_KEY][1] + self._settings.endpoint
+        language = self.language(room, scope)
+        return self._pages.waiting(
+            room.title_in(language.code),
+            room.name,
+            outcome,
+            status_url=f"{base}/status/{room.name}",
+            leave_url=f"{base}/leave/{room.name}",
+            as_json=as_json,
+            status=status,
+            language=language,
+            stream_url=f"{base}/stream/{room.name}",
+        )
+
+    def message(
+        self, kind: str, room: Room, scope: Scope, status: int, as_json: bool, retry_after: int | None = None
+    ) -> Page:
+        language = self.language(room, scope)
+        return self._pages.message(
+            kind, room.name, status=status, as_json=as_json, retry_after=retry_after, language=language
+        )
+
+    def unavailable(self, room: Room, scope: Scope, as_json: bool) -> Page:
+        return self.message("unavailable", room, scope, 503, as_json, UNAVAILABLE_RETRY)
+
+    def refused(self, room: Room, scope: Scope, as_json: bool) -> tuple[Page, Headers]:
+        # The cookie is cleared: next time this browser is simply a newcomer.
+        self._counters["refused"] += 1
+        return self.message("refused", room, scope, 403, as_json), [self._visitors.clear_cookie(room)]
