@@ -18,6 +18,7 @@ Connections, their timeouts and the reply parser are redis-py's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
@@ -92,7 +93,8 @@ class AutoPipeline:
         # timer, armed for the oldest, serves them all.
         self._deadlines: deque[tuple[float, asyncio.Future[Any]]] = deque()
         self._timer: asyncio.TimerHandle | None = None
-        self._closing: asyncio.Future[None] | None = None
+        # Disconnects of given-up links still under way (aclose waits for them).
+        self._closing: set[asyncio.Future[None]] = set()
         # The loop of the first call, kept: asyncio.get_running_loop() costs a
         # getpid() system call on every call (CPython 3.11), a pipeline is
         # bound to one loop anyway (its connection is).
@@ -277,7 +279,9 @@ class AutoPipeline:
         link.in_flight.clear()
         if link.reader is not None and link.reader is not asyncio.current_task():
             link.reader.cancel()
-        self._closing = asyncio.ensure_future(link.connection.disconnect(nowait=True))
+        closing = asyncio.ensure_future(link.connection.disconnect(nowait=True))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -294,6 +298,11 @@ class AutoPipeline:
             if link.reader is not None:
                 link.reader.cancel()
             await link.connection.disconnect(nowait=True)
+        # A link given up before (silent, broken, a replica) may still be
+        # closing in the background: its socket is closed before this returns.
+        for closing in list(self._closing):
+            with contextlib.suppress(RedisError, OSError, asyncio.CancelledError):
+                await closing
 
 
 def _fail(futures: list[asyncio.Future[Any]], exc: BaseException) -> None:
