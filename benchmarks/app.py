@@ -29,6 +29,9 @@ ROOMS = [
     Room("bench-turn", paths=["/turn"], rate=4, per=1, session=600, client_limit=0),
     # Open streams, far back: nobody is admitted.
     Room("bench-streams", paths=["/streams"], rate=1, per=3600, client_limit=0),
+    # The challenge benchmark: a proof of work before each place (difficulty
+    # set by the benchmark at run time), room for everyone.
+    Room("bench-human", paths=["/human"], capacity=100_000_000, client_limit=0, challenge=10_000),
 ]
 
 

@@ -27,6 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=RATE, help=f"checkout admissions per interval ({RATE})")
     parser.add_argument("--per", type=float, default=PER, help=f"the interval, seconds ({PER:g})")
     parser.add_argument(
+        "--challenge",
+        type=int,
+        default=0,
+        help="a proof of work before each checkout place: the largest number to try (0: none; try 100000)",
+    )
+    parser.add_argument(
         "--admin-token",
         default=os.environ.get("QUEUEGATE_DEMO_ADMIN_TOKEN"),
         help="the back office's token (default: $QUEUEGATE_DEMO_ADMIN_TOKEN, else a random one)",
@@ -54,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"line kept in:         {where}", flush=True)
         print(f"back office:          {base}/admin?token={token}", flush=True)
         print("Open the checkout in a few browser windows to see the line. Ctrl-C stops.", flush=True)
-        app = create_app(url, rate=args.rate, per=args.per, admin_token=token, base_url=base)
+        app = create_app(
+            url, rate=args.rate, per=args.per, challenge=args.challenge, admin_token=token, base_url=base
+        )
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:
         if server is not None:

@@ -108,7 +108,7 @@ class BackOffice:
     async def configure(self, request: Request) -> Response:
         name = request.path_params["room"]
         changes = await _json(request)
-        allowed = {"rate", "per", "capacity", "session", "status", "method", "abandon"}
+        allowed = {"rate", "per", "capacity", "session", "status", "method", "abandon", "challenge"}
         unknown = sorted(set(changes) - allowed)
         if unknown:
             raise ConfigError(f"cannot set {', '.join(unknown)} here")

@@ -71,6 +71,7 @@ def create_app(
     stock: int = STOCK,
     rate: int = RATE,
     per: float = PER,
+    challenge: int = 0,
     admin_token: str | None = None,
     base_url: str | None = None,
 ) -> ASGIApp:
@@ -175,7 +176,14 @@ def create_app(
         lifespan=lifespan,
     )
     rooms = [
-        Room("checkout", title="Limited sneakers checkout", paths=["/checkout*"], rate=rate, per=per),
+        Room(
+            "checkout",
+            title="Limited sneakers checkout",
+            paths=["/checkout*"],
+            rate=rate,
+            per=per,
+            challenge=challenge,
+        ),
         Room("ticket-{event}", title="Tickets", paths=["/tickets/{event}/buy"], capacity=3, session=120),
     ]
     return QueueGate(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from starlette.types import Scope
 
+from .challenges import Challenges
 from .i18n import DEFAULT, MAX_ACCEPT_LANGUAGE, Language, language_for, negotiate
 from .pages import Headers, Page, Pages
 from .settings import Room, Settings
@@ -29,9 +30,15 @@ def _accept_language(scope: Scope) -> str:
 
 class Answers:
     def __init__(
-        self, settings: Settings, pages: Pages, visitors: Visitors, counters: dict[str, int]
+        self,
+        settings: Settings,
+        pages: Pages,
+        visitors: Visitors,
+        counters: dict[str, int],
+        challenges: Challenges,
     ) -> None:
         self._settings = settings
+        self._challenges = challenges
         self._pages = pages
         self._visitors = visitors
         self._counters = counters
@@ -60,6 +67,18 @@ class Answers:
             status=status,
             language=language,
             stream_url=f"{base}/stream/{room.name}",
+        )
+
+    def challenge(self, room: Room, outcome: Outcome, scope: Scope, as_json: bool) -> Page:
+        """A new challenge at the outcome's difficulty, to solve before a place."""
+        language = self.language(room, scope)
+        return self._pages.challenge(
+            room.title_in(language.code),
+            room.name,
+            self._challenges.issue(room.name, outcome.difficulty),
+            join_url=f"{scope[GATE_KEY][1]}{self._settings.endpoint}/join/{room.name}",
+            as_json=as_json,
+            language=language,
         )
 
     def message(

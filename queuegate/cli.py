@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
         "--client-limit", type=int, dest="client_limit", help="new places per client a minute"
     )
     change.add_argument(
+        "--challenge", type=int, help="proof of work before a new place: largest number to try (0: none)"
+    )
+    change.add_argument(
         "--reset", action="append", default=[], metavar="SETTING", help="back to the default from code"
     )
 

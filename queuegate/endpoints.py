@@ -1,14 +1,17 @@
 """The gate's own endpoints, under ``endpoint`` (``/_queuegate``): a visitor's
 place (``status/<room>``, JSON), pushed as it changes (``stream/<room>``,
-Server-Sent Events; see ``queuegate.streams``), and giving it up
-(``leave/<room>``, POST from the site itself). None of them ever joins the
-line.
+Server-Sent Events; see ``queuegate.streams``), giving it up (``leave/<room>``,
+POST from the site itself), and a proof of work paying for a place
+(``join/<room>``, POST; see ``queuegate.challenges``). Only ``join`` ever
+joins the line.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
 
 from sse_starlette import EventSourceResponse
 from starlette.types import Receive, Scope, Send
@@ -56,11 +59,49 @@ def _same_origin(scope: Scope) -> bool:
     return host is not None and origin.partition(b"://")[2] == host
 
 
+# A solved challenge is a few hundred bytes; nothing larger is read.
+MAX_JOIN_BODY = 4096
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request's body, or None past ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b""
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _altcha_field(body: bytes) -> str:
+    """The ``altcha`` value of a JSON object or a form; "" if none."""
+    text = body.decode("utf-8", "replace").strip()
+    value: object = None
+    if text.startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return ""
+        value = parsed.get("altcha") if isinstance(parsed, dict) else None
+    else:
+        value = next(iter(parse_qs(text).get("altcha", [])), None)
+    return value if isinstance(value, str) else ""
+
+
 class Endpoints:
     def __init__(self, gate: QueueGate) -> None:
         self.gate = gate
         endpoint = gate.settings.endpoint
-        self._pattern = re.compile(re.escape(endpoint) + r"/(status|leave|stream)/([A-Za-z0-9_-]{1,100})")
+        self._pattern = re.compile(
+            re.escape(endpoint) + r"/(status|leave|stream|join)/([A-Za-z0-9_-]{1,100})"
+        )
         self._prefix = endpoint + "/"
         self.wakeups = Wakeups(gate.store.client, gate.settings.prefix)
         self._streams: dict[tuple[str, str], int] = {}  # (room, visitor) -> open streams here
@@ -77,6 +118,7 @@ class Endpoints:
 
     async def serve(self, action: str, name: str, scope: Scope, receive: Receive, send: Send) -> None:
         room = self.gate.rooms.room(name)
+        posted = action in ("leave", "join")
         as_json = action != "leave" or wants_json(scope)
         if room is None:
             language = self.gate.answers.language(None, scope)
@@ -86,13 +128,16 @@ class Endpoints:
             )
             return
         method = scope["method"].upper()
-        allowed = b"POST" if action == "leave" else b"GET, HEAD"
+        allowed = b"POST" if posted else b"GET, HEAD"
         if method.encode() not in allowed.split(b", "):
             page = self.gate.pages.state(name, "method_not_allowed", 405)
             await send_page(page, send, [(b"allow", allowed)])
             return
-        if action == "leave" and not _same_origin(scope):
+        if posted and not _same_origin(scope):
             await send_page(self.gate.answers.message("cross_site", room, scope, 403, as_json), send)
+            return
+        if action == "join":
+            await self._join(room, scope, receive, send)
             return
         who = await self.gate.visitors.read(room, scope)
         if who.refused:
@@ -166,6 +211,21 @@ class Endpoints:
                 self._streams[key] = left
             else:
                 del self._streams[key]
+
+    async def _join(self, room: Room, scope: Scope, receive: Receive, send: Send) -> None:
+        """A solved challenge (``{"altcha": "<payload>"}`` as JSON, or an
+        ``altcha`` form field) pays for a place; the answer is the visitor's
+        place in JSON, with its cookie, or a new challenge if the proof was
+        not good (malformed, for another room, expired, spent or too easy)."""
+        body = await _read_body(receive, MAX_JOIN_BODY)
+        if body is None:
+            await send_page(self.gate.pages.state(room.name, "too_large", 413), send)
+            return
+        proof = self.gate.challenges.check(room.name, _altcha_field(body))
+        page, headers = await self.gate.decide(room, scope, proof=proof, as_json=True)
+        if page is None:  # in: the page the visitor asked for will open
+            page = self.gate.pages.state(room.name, "active")
+        await send_page(page, send, headers)
 
     async def _leave(self, room: Room, visitor: str | None, scope: Scope, as_json: bool, send: Send) -> None:
         if visitor is not None:

@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .answers import GATE_KEY, Answers
+from .challenges import Challenges, Proof
 from .clients import ClientAddresses
 from .endpoints import Endpoints, wants_json
 from .pages import Headers, Page, Pages, send_page
@@ -198,7 +199,8 @@ class QueueGate:
             "bypassed": 0,
             "outage_passed": 0,
         }
-        self.answers = Answers(settings, self.pages, self.visitors, self.counters)
+        self.challenges = Challenges(settings.secret_keys)
+        self.answers = Answers(settings, self.pages, self.visitors, self.counters, self.challenges)
         self.endpoints = Endpoints(self)
         self._last_failure_log = 0.0
 
@@ -304,13 +306,23 @@ class QueueGate:
                 "queuegate: Redis did not answer for room %r (%s); failing %s", room.name, exc, room.fail
             )
 
-    async def decide(self, room: Room, scope: Scope, *, join: bool = True) -> tuple[Page | None, Headers]:
+    async def decide(
+        self,
+        room: Room,
+        scope: Scope,
+        *,
+        join: bool = True,
+        proof: Proof | None = None,
+        as_json: bool | None = None,
+    ) -> tuple[Page | None, Headers]:
         """Whether a request may reach the app: ``(None, headers)`` to forward
         it (adding ``headers`` to the response; ``scope["queuegate"]`` is its
         :class:`Admission` unless the store failed open), else the gate's
         answer and its headers. ``join=False``: a visitor with no place is
-        refused instead of joining the line (websockets)."""
-        as_json = wants_json(scope)
+        refused instead of joining the line (websockets). ``proof`` pays for
+        a new place where the room asks a proof of work (the join endpoint)."""
+        if as_json is None:
+            as_json = wants_json(scope)
         if room.placeholders:  # a template whose `accept` refused the values
             return self.answers.message("not_found", room, scope, 404, as_json), []
         who = await self.visitors.read(room, scope)
@@ -325,6 +337,7 @@ class QueueGate:
                 user_hash=who.user_hash,
                 user_ttl=self.settings.cookie_max_age,
                 client=self.client_address(scope) if room.client_limit else "",
+                proof=proof,
             )
         except StoreError as exc:
             self.store_failed(room, exc)
@@ -369,6 +382,8 @@ class QueueGate:
             return None, cookie
         if state == "waiting" or state == "prequeue":
             return self.answers.line_page(room, outcome, as_json, scope), cookie
+        if state == "challenge":
+            return self.answers.challenge(room, outcome, scope, as_json), []
         if state == "limited":
             retry = max(1, math.ceil(outcome.eta_ms / 1000))
             return self.answers.message("limited", room, scope, 429, as_json, retry), []

@@ -106,6 +106,17 @@ TEXTS = {
     "leave_prequeue": N_("Leave the pre-queue"),
     "stop": N_("Stop"),
     "stopped": N_("Stopped. Reload the page to try again."),
+    "check_heading": N_("Checking your browser"),
+    "check_note": N_(
+        "Before you get a place in line, your browser solves a small puzzle that keeps bots from "
+        "taking places. It takes a few seconds and needs nothing from you."
+    ),
+    "check_noscript": N_(
+        "This line needs JavaScript: your browser must solve a small puzzle before you get a place. "
+        "Turn JavaScript on and reload the page."
+    ),
+    "check_failed": N_("The check did not succeed. Reload the page to try again."),
+    "check_insecure": N_("This check needs a secure connection. Open the page over HTTPS and try again."),
 }
 LOTTERY_AHEAD = N_("a random draw whenever places free up")
 RETRYING = N_("Trying again in {seconds} s.")
@@ -203,6 +214,8 @@ class Pages:
         waiting = waiting_template if waiting_template is not None else _template("waiting.html")
         message = _template("message.html")
         prequeue = _template("prequeue.html")
+        challenge = _template("challenge.html")
+        self._challenge = _Compiled(Template(challenge))
         # The line pages share one stylesheet, put in as it is (it is ours, not
         # a value to escape).
         self._style = _template("line.css")
@@ -225,6 +238,11 @@ class Pages:
             *common,
             (b"content-type", b"text/html; charset=utf-8"),
             (b"content-security-policy", _csp(message)),
+        ]
+        self._challenge_headers = [
+            *common,
+            (b"content-type", b"text/html; charset=utf-8"),
+            (b"content-security-policy", _csp(challenge)),
         ]
 
     @staticmethod
@@ -348,6 +366,39 @@ class Pages:
         }
         escaped = {k: _escaped(str(v)) for k, v in every.items()}
         return template.fill({**_texts(language), **escaped, "style": self._style}).encode()
+
+    def challenge(
+        self,
+        title: str,
+        room: str,
+        challenge: Mapping[str, Any],
+        *,
+        join_url: str,
+        as_json: bool,
+        language: Language | None = None,
+    ) -> Page:
+        """A proof of work to do before a place (see ``queuegate.challenges``):
+        the page that does it by itself, or the challenge in JSON."""
+        language = language or language_for(DEFAULT)
+        extra: Headers = [(b"content-language", language.tag.encode())]
+        if as_json:
+            payload = {
+                "room": room,
+                "state": "challenge",
+                "challenge": challenge,
+                "join_url": join_url,
+                "title": language.text(TEXTS["check_heading"]),
+                "message": language.text(TEXTS["check_note"]),
+                "language": language.tag,
+            }
+            return self._json(self.waiting_status, [*self._json_headers, *extra], payload)
+        escaped = {
+            "title": _escaped(title),
+            "join_url": _escaped(join_url),
+            "challenge": html.escape(_JSON.encode(challenge)),  # new each time: not cached
+        }
+        body = self._challenge.fill({**_texts(language), **escaped, "style": self._style})
+        return Page(self.waiting_status, [*self._challenge_headers, *extra], body.encode())
 
     def state(self, room: str, state: str, status: int = 200, **extra: Any) -> Page:
         """A JSON state for the status endpoint (active, pass, none)."""

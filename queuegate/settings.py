@@ -61,6 +61,10 @@ def check_room_setting(name: str, value: Any) -> str:
     """
     if name in ("rate", "capacity", "client_limit"):
         return str(_whole(name, value))
+    if name == "challenge":
+        if _whole(name, value) > MAX_CHALLENGE:
+            raise ConfigError(f"challenge must be at most {MAX_CHALLENGE:,} (0 = none), got {value!r}")
+        return str(value)
     if name == "max_step":
         return str(_whole(name, value, 1))
     if name in ("per", "session"):
@@ -126,7 +130,12 @@ ROOM_SETTINGS = (
     "opens_at",
     "client_limit",
     "forget",
+    "challenge",
 )
+
+# The hardest proof of work a room may ask: about a minute of a phone's time
+# (see the README's figures); more would lock out the visitors it protects.
+MAX_CHALLENGE = 10_000_000
 
 # How long a room made from a template lives on after its last call, beyond
 # its longest session, wait or interval: long enough that nobody inside or in
@@ -152,6 +161,11 @@ class Room:
     ``client_limit`` is the most new places one client address may take in
     the room per minute (the excess gets 429), so one client cannot fill the
     line; 0 turns it off.
+
+    ``challenge`` asks a proof of work before a new place (the browser finds a
+    number up to ``challenge`` whose SHA-256 the gate chose: half that many
+    hashes on average, done by the page by itself; JSON clients get the
+    challenge in JSON). 0, the default, asks none. See ``queuegate.challenges``.
 
     ``method="random"`` admits by lottery among those waiting instead of by
     arrival. With ``opens_at`` (a time), visitors who come before it wait in a
@@ -188,6 +202,7 @@ class Room:
     method: str = "fifo"
     opens_at: datetime | float | str | None = None
     client_limit: int = 300
+    challenge: int = 0
     accept: Callable[[Mapping[str, str]], bool] | None = None
     forget: float | None = None
     defaults: str = field(init=False, repr=False, compare=False)

@@ -25,6 +25,8 @@ from urllib.parse import urljoin
 
 import httpx
 
+from .challenges import solve
+
 __all__ = ["Progress", "simulate"]
 
 
@@ -84,14 +86,17 @@ async def simulate(
     slots = asyncio.Semaphore(concurrency)
     deadline = time.monotonic() + max_seconds
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(limits=limits, timeout=10.0) as transport_owner:
+    async with httpx.AsyncHTTPTransport(limits=limits) as transport:
 
         async def one() -> None:
             leaves = rng.uniform(*patience) if rng.random() < give_up else None
             async with slots:
                 progress.started += 1
+                # Each visitor is its own browser (its own cookies) on the
+                # run's shared connections; the transport outlives it.
+                browser = httpx.AsyncClient(transport=transport, timeout=10.0)
                 try:
-                    await _visit(transport_owner, url, leaves, deadline, progress)
+                    await _visit(browser, url, leaves, deadline, progress)
                 except (httpx.HTTPError, ValueError, KeyError) as exc:
                     progress.errors += 1
                     progress.last_error = f"{type(exc).__name__}: {exc}"
@@ -103,18 +108,28 @@ async def simulate(
 
 
 async def _visit(
-    shared: httpx.AsyncClient, url: str, leaves: float | None, deadline: float, progress: Progress
+    browser: httpx.AsyncClient, url: str, leaves: float | None, deadline: float, progress: Progress
 ) -> None:
     arrived = time.monotonic()
-    jar = httpx.Cookies()  # each visitor is its own browser
     headers = {"accept": "application/json"}
-    response = await shared.get(url, headers=headers, cookies=jar)
-    jar.update(response.cookies)
+    response = await browser.get(url, headers=headers)
     if response.status_code < 300:
         progress.admitted += 1
         progress.waits.append(0.0)
         return
     data = response.json()
+    if data.get("state") == "challenge":
+        # A proof of work first, as the page does (in a thread: it hashes).
+        payload = await asyncio.to_thread(solve, data["challenge"])
+        data = (
+            await browser.post(urljoin(url, data["join_url"]), json={"altcha": payload}, headers=headers)
+        ).json()
+        if data.get("state") == "active":
+            if (await browser.get(url, headers=headers)).status_code >= 300:
+                raise ValueError("admitted through the challenge, then refused the page")
+            progress.admitted += 1
+            progress.waits.append(time.monotonic() - arrived)
+            return
     if data.get("state") not in ("waiting", "prequeue"):
         raise ValueError(f"unexpected answer {response.status_code}: {data.get('state')}")
     status_url = urljoin(url, data["status_url"])
@@ -131,10 +146,10 @@ async def _visit(
                 progress.gave_up += 1
                 return
             await asyncio.sleep(pause)
-            poll = await shared.get(status_url, headers=headers, cookies=jar)
+            poll = await browser.get(status_url, headers=headers)
             data = poll.json()
             if data["state"] in ("active", "pass"):
-                page = await shared.get(url, headers=headers, cookies=jar)
+                page = await browser.get(url, headers=headers)
                 if page.status_code >= 300:
                     raise ValueError(f"admitted, then {page.status_code} for the page")
                 progress.admitted += 1

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, RedisError
 
+from .challenges import Proof
 from .connections import Client, connect, redacted
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
 from .settings import ConfigError, Room, check_room_setting
@@ -29,7 +30,7 @@ from .settings import ConfigError, Room, check_room_setting
 # where callers have always imported them from.
 __all__ = ["Client", "Outcome", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
 
-State = Literal["active", "waiting", "prequeue", "closed", "pass", "none", "limited"]
+State = Literal["active", "waiting", "prequeue", "closed", "pass", "none", "limited", "challenge"]
 RoomRef = Room | str  # a Room from code, or a room's name (its defaults are read from Redis)
 
 
@@ -51,7 +52,8 @@ class Outcome:
     (``rank`` people are ahead); ``eta_ms`` is -1 when nothing bounds the
     wait. A ``prequeue`` outcome has ``opens_at_ms`` and ``seed_sha256``; a
     ``limited`` one (the client took too many new places) has in ``eta_ms``
-    the time until it may take more.
+    the time until it may take more; a ``challenge`` one (a new place needs a
+    proof of work) the difficulty asked.
     """
 
     state: State
@@ -66,6 +68,7 @@ class Outcome:
     method: str = "fifo"
     opens_at_ms: int = 0
     seed_sha256: str = ""
+    difficulty: int = 0
 
 
 # Each operation is one script: the clock, the shared rules, its own part.
@@ -259,21 +262,25 @@ class Store:
         user_hash: str | None = None,
         user_ttl: float = 86400.0,
         client: str = "",
+        proof: Proof | None = None,
         now: int | None = None,
     ) -> Outcome:
         """A request from ``visitor``: pass, wait (joining if new), or closed.
 
         ``user_hash`` (see ``Tokens.user_hash``) makes the place the user's:
         the same user from another device gets the same place. ``client`` is
-        the client's address, for the room's ``client_limit``."""
+        the client's address, for the room's ``client_limit``. ``proof``, a
+        checked proof of work, pays for a new place where the room asks one
+        (and is spent if it does)."""
         name = room if isinstance(room, str) else room.name
         base = self._base(name)
-        extra = (base + "client:" + client, base + "user:" + (user_hash or ""))
+        extra: tuple[str, ...] = (base + "client:" + client, base + "user:" + (user_hash or ""))
         ttl = "" if user_hash is None else str(round(user_ttl * 1000))
-        counted = "1" if client else ""
-        reply = await self._call(
-            "enter", room, now, visitor, "1" if join else "0", ttl, counted, extra_keys=extra
-        )
+        args = [visitor, "1" if join else "0", ttl, "1" if client else ""]
+        if proof is not None:
+            extra = (*extra, base + "proof:" + proof.key)
+            args += [str(proof.expires_ms), str(proof.difficulty)]
+        reply = await self._call("enter", room, now, *args, extra_keys=extra)
         state, now_ms, who = _text(reply[0]), int(reply[1]), _text(reply[2])
         if now is None:
             self._learn_clock(now_ms)
@@ -305,6 +312,8 @@ class Store:
             )
         if state == "limited":
             return Outcome("limited", now_ms, who, eta_ms=int(reply[3]))
+        if state == "challenge":
+            return Outcome("challenge", now_ms, who, difficulty=int(reply[3]))
         return Outcome(state, now_ms, who)  # type: ignore[arg-type]
 
     async def enter_many(self, room: RoomRef, visitors: Sequence[str], *, now: int | None = None) -> None:

@@ -146,6 +146,10 @@ def pages_of(language_code: str) -> dict[str, str]:
     for kind in MESSAGES:
         page = pages.message(kind, "sale", status=503, as_json=False, retry_after=5, language=language)
         out[kind] = page.body.decode()
+    challenge = {"algorithm": "SHA-256", "challenge": "ab" * 32, "maxNumber": 5, "salt": "s"}
+    out["challenge"] = pages.challenge(
+        "Sale", "sale", challenge, join_url="/j", as_json=False, language=language
+    ).body.decode()
     return out
 
 
@@ -161,7 +165,16 @@ def test_every_page_in_every_language(code: str) -> None:
         if code != "en":
             # None of the English page's own texts is left (the room's title
             # and values aside).
-            for text in ("You are in line<", "Leave the line<", "Opening soon<", ">Stop<", "Trying again in"):
+            english_texts = (
+                "You are in line<",
+                "Leave the line<",
+                "Opening soon<",
+                ">Stop<",
+                "Trying again in",
+                "Checking your browser<",
+                "needs JavaScript",
+            )
+            for text in english_texts:
                 assert text not in body or text not in english[name], f"{code} {name}: {text!r} untranslated"
     assert language.dir == ("rtl" if code in ("ar", "he") else "ltr")
 

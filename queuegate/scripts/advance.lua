@@ -15,7 +15,7 @@
 --   ARGV[2] the room's defaults from code, comma-separated in this order:
 --           rate, per (ms), capacity, session (ms), sliding (0/1),
 --           abandon (ms), max_step, status, method, opens_at (ms, 0 = none),
---           client_limit, forget (ms, 0 = never).
+--           client_limit, forget (ms, 0 = never), challenge.
 --           Stored in the state hash when they change; "" (the console)
 --           uses the stored ones. Fields set by `configure` override them.
 --   ARGV[3] "seed:sha256" a fresh secret the room adopts if it has none, or ""
@@ -37,11 +37,13 @@
 --   forget    a room nobody calls for this long expires with all its keys (ms;
 --             0 = never). Set for rooms made from a template, so that every
 --             value someone puts in a URL does not leave keys forever.
+--   challenge the proof of work a new place costs (the largest number the
+--             browser may have to try; 0 = none): see enter.lua
 
 local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
 local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
-  'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget'}
+  'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget', 'challenge'}
 
 local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS))
 
@@ -52,8 +54,10 @@ if defaults == '' then
 elseif defaults ~= conf[1] then
   redis.call('HSET', KEYS[5], 'defaults', defaults)
 end
-local default = {string.match(defaults,
-  '^([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*)$')}
+-- Split, not matched field by field: defaults stored by an older version
+-- have fewer fields, and those missing fall back below.
+local default = {}
+for value in string.gmatch(defaults .. ',', '([^,]*),') do default[#default + 1] = value end
 local setting = {}
 for i, name in ipairs(SETTINGS) do setting[name] = conf[1 + i] or default[i] end
 
@@ -69,6 +73,7 @@ local method = setting.method
 local opens_at = tonumber(setting.opens_at)
 local client_limit = tonumber(setting.client_limit)
 local forget = tonumber(setting.forget)
+local challenge = tonumber(setting.challenge) or 0
 
 -- The room's running state, read by advance() (a visitor who is simply
 -- inside never needs it).

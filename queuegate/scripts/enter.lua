@@ -8,6 +8,10 @@
 -- ARGV[5] 1 = a visitor with no place joins the line, 0 = only report
 -- ARGV[6] how long (ms) the user -> visitor link lives; "" when anonymous
 -- ARGV[7] 1 = KEYS[6] names a real client (count its new places), "" = none
+-- KEYS[8] qg:{room}:proof:<challenge>: a proof of work already spent
+-- ARGV[8] the proof's expiry (ms), checked and signed by the caller; absent
+--         when the request brings no proof
+-- ARGV[9] the proof's difficulty (its challenge's largest number)
 --
 -- A user holds one place per room: if the user's place belongs to another
 -- visitor id (another tab, browser or device) that id is answered for, and
@@ -24,6 +28,9 @@
 --   'none'     (no place, and ARGV[5] = 0)
 --   'limited'  retry_after_ms: this client took client_limit new places in
 --              the current minute; no place is given
+--   'challenge' difficulty: the room asks a proof of work for a new place,
+--              and the request brought none that is unspent, unexpired and
+--              at least this hard; no place is given
 
 local id = ARGV[4]
 local user_key = ARGV[6] ~= '' and KEYS[7] or nil
@@ -35,6 +42,14 @@ local function over_client_limit()
   local taken = redis.call('INCR', KEYS[6])
   if taken == 1 then redis.call('PEXPIRE', KEYS[6], 60000) end
   return taken > client_limit
+end
+
+-- A proof of work buys one place, once: spent here, it is remembered until
+-- it expires (and a minute beyond, for clocks that differ a little).
+local function proven()
+  local expires = tonumber(ARGV[8] or '')
+  if expires == nil or expires <= now or tonumber(ARGV[9]) < challenge then return false end
+  return redis.call('SET', KEYS[8], '1', 'NX', 'PX', expires - now + 60000) ~= false
 end
 
 local function holds_place(visitor)
@@ -72,6 +87,8 @@ else
       redis.call('ZADD', KEYS[3], now, id)
     elseif ARGV[5] ~= '1' then
       result = {'none', now, id}
+    elseif challenge > 0 and not proven() then
+      result = {'challenge', now, id, challenge}
     elseif over_client_limit() then
       result = {'limited', now, id, redis.call('PTTL', KEYS[6])}
     elseif count == 0 and status == 'open' and not prequeue and room_for(1) > 0 then

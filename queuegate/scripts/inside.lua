@@ -13,7 +13,7 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
     -- Only three settings matter here: run-time values, else the defaults.
     local set = redis.call('HMGET', KEYS[5], 'session', 'sliding', 'status')
     local session, sliding, status, forget = string.match(ARGV[2],
-      '^[^,]*,[^,]*,[^,]*,([^,]*),([^,]*),[^,]*,[^,]*,([^,]*),[^,]*,[^,]*,[^,]*,([^,]*)$')
+      '^[^,]*,[^,]*,[^,]*,([^,]*),([^,]*),[^,]*,[^,]*,([^,]*),[^,]*,[^,]*,[^,]*,([^,]*)')
     if (set[3] or status) ~= 'passthrough' then
       if tonumber(set[2] or sliding) == 1 then
         expiry = now + tonumber(set[1] or session)
