@@ -72,6 +72,21 @@ async def test_a_solved_challenge_buys_one_place_once(make_gate: MakeGate) -> No
     assert stats["active"] == 1
 
 
+async def test_one_proof_sent_at_once_from_twenty_browsers_buys_one_place(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[room()])
+    async with client_for(gate) as client:
+        payload = solved((await ask(client)).json()["challenge"])
+    clients = [client_for(gate) for _ in range(20)]
+    try:
+        answers = await asyncio.gather(
+            *(c.post("/_queuegate/join/sale", json={"altcha": payload}) for c in clients)
+        )
+    finally:
+        await asyncio.gather(*(c.aclose() for c in clients))
+    assert sorted(a.json()["state"] for a in answers) == ["active"] + ["challenge"] * 19
+    assert (await gate.store.stats("sale"))["active"] == 1
+
+
 async def test_proofs_do_not_cross_rooms_or_keys(make_gate: MakeGate) -> None:
     gate = await make_gate(rooms=[room(), room(name="other", paths=["/other*"])])
     async with client_for(gate) as client:
