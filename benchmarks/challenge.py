@@ -69,7 +69,7 @@ def browser_solves(base: str, difficulty: int, runs: int, slowdown: int) -> list
                 with page.expect_request(lambda r: "/join/" in r.url, timeout=600_000) as joining:
                     page.goto(f"{base}/human")
                 posted = joining.value.post_data or ""
-                page.wait_for_function("document.body.innerText.trim() === 'ok'", timeout=60_000)
+                page.wait_for_selector("pre", timeout=60_000)  # the app's plain-text answer
                 proof = json.loads(base64.b64decode(json.loads(posted)["altcha"]))
                 took.append(proof["took"] / 1000)
                 context.close()

@@ -2,12 +2,13 @@
 
 from .gate import Admission, QueueGate, admission
 from .integrations.starlette import gated
-from .settings import ConfigError, Room, Settings
+from .settings import ConfigError, Health, Room, Settings
 from .store import Outcome, Store, StoreError
 
 __all__ = [
     "Admission",
     "ConfigError",
+    "Health",
     "Outcome",
     "QueueGate",
     "Room",

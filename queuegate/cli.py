@@ -23,7 +23,7 @@ from .store import Store, StoreError, UnknownRoom, connect, redacted
 
 __all__ = ["main"]
 
-DURATIONS = ("per", "session", "abandon")  # ms in Redis, seconds on the command line
+DURATIONS = ("per", "session", "abandon", "settle")  # ms in Redis, seconds on the command line
 
 
 class CommandError(Exception):
@@ -67,6 +67,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     change.add_argument(
         "--challenge", type=int, help="proof of work before a new place: largest number to try (0: none)"
+    )
+    change.add_argument(
+        "--target-ms", type=int, dest="target_ms", help="health target: p95 of responses, ms (0: off)"
+    )
+    change.add_argument("--max-errors", type=float, dest="max_errors", help="tolerated error share (0.02)")
+    change.add_argument("--floor", type=int, help="the controller's lowest rate (or capacity)")
+    change.add_argument("--ceiling", type=int, help="the controller's highest rate (or capacity), 0: none")
+    change.add_argument("--settle", type=float, help="seconds between two of the controller's changes")
+    change.add_argument(
+        "--auto", action="store_true", help="give the rate (or capacity) back to the controller after --rate"
     )
     change.add_argument(
         "--reset", action="append", default=[], metavar="SETTING", help="back to the default from code"
@@ -135,6 +145,8 @@ async def _show(store: Store, args: argparse.Namespace) -> str:
 async def _set(store: Store, args: argparse.Namespace) -> str:
     changes: dict[str, Any] = {name: getattr(args, name) for name in ROOM_SETTINGS}
     changes = {name: value for name, value in changes.items() if value is not None}
+    if args.auto:
+        changes["pinned"] = None
     for name in args.reset:
         if name not in ROOM_SETTINGS:
             raise CommandError(f"--reset: unknown setting {name!r} (one of {', '.join(ROOM_SETTINGS)})", 2)
@@ -143,7 +155,8 @@ async def _set(store: Store, args: argparse.Namespace) -> str:
         raise CommandError("set: name at least one setting to change, e.g. --rate 20", 2)
     await store.stats(args.room)  # an unknown room fails here, before anything is written
     await store.configure(args.room, **changes)
-    return f"{args.room}: " + ", ".join(f"{k}={'default' if v is None else v}" for k, v in changes.items())
+    shown = {k: ("auto" if k == "pinned" else "default") if v is None else v for k, v in changes.items()}
+    return f"{args.room}: " + ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
 async def _release(store: Store, args: argparse.Namespace) -> str:

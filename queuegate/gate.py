@@ -27,6 +27,7 @@ from .answers import GATE_KEY, Answers
 from .challenges import Challenges, Proof
 from .clients import ClientAddresses
 from .endpoints import Endpoints, wants_json
+from .health import HealthReports
 from .pages import Headers, Page, Pages, send_page
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
@@ -202,6 +203,7 @@ class QueueGate:
         self.challenges = Challenges(settings.secret_keys)
         self.answers = Answers(settings, self.pages, self.visitors, self.counters, self.challenges)
         self.endpoints = Endpoints(self)
+        self.health = HealthReports(self.store, settings.rooms)
         self._last_failure_log = 0.0
 
     # -- routing -----------------------------------------------------------
@@ -224,6 +226,9 @@ class QueueGate:
                 return
             if self.route_bound and kind == "http":
                 send = self._route_send(scope, send)
+            if kind == "http" and self.health.app_rooms:
+                await self.health.forward(self.health.app_rooms, self.app, scope, receive, send)
+                return
         elif kind == "lifespan" and self._owns_client:
             await self.app(scope, receive, self._closing_send(send))
             return
@@ -272,6 +277,7 @@ class QueueGate:
     async def aclose(self) -> None:
         """Close the gate's connections (its lifespan does, when it owns them)."""
         await self.endpoints.aclose()
+        await self.health.aclose()
         await self.store.aclose()
 
     def _route_send(self, scope: Scope, send: Send) -> Send:
@@ -409,9 +415,20 @@ class QueueGate:
             send = self._with_headers(send, headers)
             if self.route_bound:  # another room may be on the route too
                 send = self._route_send(scope, send)
-            await app(scope, receive, send)
+            measured = self._measured_for(room)
+            if measured:
+                await self.health.forward(measured, app, scope, receive, send)
+            else:
+                await app(scope, receive, send)
         else:
             await send_page(page, send, headers)
+
+    def _measured_for(self, room: Room) -> tuple[Room, ...]:
+        """The rooms with a health target that a response forwarded for
+        ``room`` counts for: its own (signal "room") and every "app" one."""
+        if room.target is not None and room.target.signal == "room":
+            return (room, *self.health.app_rooms)
+        return self.health.app_rooms
 
     @staticmethod
     def _with_headers(send: Send, extra: Headers) -> Send:

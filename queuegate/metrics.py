@@ -36,6 +36,13 @@ GAUGES = {
     "rate": "Visitors admitted per interval (0: no rate limit)",
     "per_seconds": "Admission interval",
     "capacity": "Most active sessions (0: no limit)",
+    # The admission controller (rooms with a health target; see Health).
+    "target_seconds": "Health target: p95 of forwarded responses (0: no controller)",
+    "p95_seconds": "Measured p95 of forwarded responses, to their end (-1: none yet)",
+    "first_byte_p95_seconds": "Measured p95 of forwarded responses, to their first byte (-1: none yet)",
+    "error_rate": "Measured share of forwarded responses that failed (5xx, exceptions)",
+    "pinned": "1 when the operator pinned the rate or capacity",
+    "rate_changed_timestamp_seconds": "When the controller last changed the rate or capacity (0: never)",
 }
 COUNTERS = {
     "admitted": "Visitors admitted",
@@ -75,6 +82,11 @@ def _value(stats: dict[str, Any], name: str) -> float:
         return -1.0 if stats["eta_back_ms"] < 0 else stats["eta_back_ms"] / 1000
     if name == "per_seconds":
         return float(stats["per"]) / 1000
+    if name in ("target_seconds", "p95_seconds", "first_byte_p95_seconds"):
+        ms = float(stats[name.removesuffix("_seconds") + "_ms"])
+        return -1.0 if ms < 0 else ms / 1000
+    if name == "rate_changed_timestamp_seconds":
+        return float(stats["health_changed_at"]) / 1000
     return float(stats[name])
 
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from .i18n import LANGUAGES
 
-__all__ = ["BINDINGS", "STATUSES", "ConfigError", "Room", "Settings", "check_room_setting"]
+__all__ = ["BINDINGS", "STATUSES", "ConfigError", "Health", "Room", "Settings", "check_room_setting"]
 
 STATUSES = ("open", "paused", "queue_all", "passthrough", "closed")
 METHODS = ("fifo", "random")
@@ -61,13 +61,22 @@ def check_room_setting(name: str, value: Any) -> str:
     """
     if name in ("rate", "capacity", "client_limit"):
         return str(_whole(name, value))
+    if name in ("target_ms", "ceiling"):
+        return str(_whole(name, value))
+    if name == "floor":
+        return str(_whole(name, value, 1))
+    if name == "max_errors":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+        if not ok:
+            raise ConfigError(f"max_errors must be a share between 0 and 1 (0.02 = 2 %), got {value!r}")
+        return repr(float(value))
     if name == "challenge":
         if _whole(name, value) > MAX_CHALLENGE:
             raise ConfigError(f"challenge must be at most {MAX_CHALLENGE:,} (0 = none), got {value!r}")
         return str(value)
     if name == "max_step":
         return str(_whole(name, value, 1))
-    if name in ("per", "session"):
+    if name in ("per", "session", "settle"):
         return str(max(1, round(_seconds(name, value) * 1000)))
     if name in ("abandon", "forget"):
         return str(round(_seconds(name, value, allow_zero=True) * 1000))
@@ -131,7 +140,70 @@ ROOM_SETTINGS = (
     "client_limit",
     "forget",
     "challenge",
+    # The admission controller's (see Health): from Room.target.
+    "target_ms",
+    "max_errors",
+    "floor",
+    "ceiling",
+    "settle",
 )
+
+# Set through Room(target=Health(...)), not as Room fields of their own.
+CONTROLLER_SETTINGS = ("target_ms", "max_errors", "floor", "ceiling", "settle")
+
+Signal = Literal["room", "app"]
+
+
+@dataclass(frozen=True)
+class Health:
+    """A room's health target: admission follows the app's health instead of
+    a fixed number (see ``queuegate/scripts/health.lua`` for the law).
+
+    The controller keeps the p95 of the time to the end of the responses the
+    gate forwards under ``p95_ms`` and their share of errors (5xx, exceptions)
+    under ``max_error_rate``, by setting the room's rate (or, in a room
+    without a rate, its capacity) between ``floor`` and ``ceiling`` (None: no
+    upper bound). The room's own ``rate``/``capacity`` is where it starts.
+    ``signal="room"`` measures the room's own paths; ``"app"`` every request
+    the gate forwards (the pages a checkout slows down too). ``settle`` is
+    the least time (seconds) between two changes: about how long a newly
+    admitted visitor keeps making requests plus a few seconds, so that each
+    change shows in the measurements before the next one.
+    """
+
+    p95_ms: float
+    max_error_rate: float = 0.02
+    floor: int = 1
+    ceiling: int | None = None
+    signal: Signal = "room"
+    settle: float = 10.0
+
+    def __post_init__(self) -> None:
+        ok = isinstance(self.p95_ms, (int, float)) and not isinstance(self.p95_ms, bool)
+        if not ok or not math.isfinite(self.p95_ms) or self.p95_ms < 1:
+            raise ConfigError(f"Health: p95_ms must be a number of milliseconds >= 1, got {self.p95_ms!r}")
+        if self.signal not in ("room", "app"):
+            raise ConfigError(f"Health: signal must be 'room' or 'app', got {self.signal!r}")
+        try:
+            check_room_setting("max_errors", self.max_error_rate)
+            check_room_setting("floor", self.floor)
+            check_room_setting("ceiling", self.ceiling or 0)
+            check_room_setting("settle", self.settle)
+        except ConfigError as exc:
+            raise ConfigError(f"Health: {exc}") from None
+        if self.ceiling is not None and self.ceiling < self.floor:
+            raise ConfigError(f"Health: ceiling {self.ceiling} is below floor {self.floor}")
+
+    def settings(self) -> dict[str, Any]:
+        """As the room's run-time settings."""
+        return {
+            "target_ms": round(self.p95_ms),
+            "max_errors": self.max_error_rate,
+            "floor": self.floor,
+            "ceiling": self.ceiling or 0,
+            "settle": self.settle,
+        }
+
 
 # The hardest proof of work a room may ask: about a minute of a phone's time
 # (see the README's figures); more would lock out the visitors it protects.
@@ -161,6 +233,10 @@ class Room:
     ``client_limit`` is the most new places one client address may take in
     the room per minute (the excess gets 429), so one client cannot fill the
     line; 0 turns it off.
+
+    ``target=Health(p95_ms=400)`` lets admission follow the app's health:
+    the rate (or capacity) moves between the target's bounds to keep the
+    responses' p95 and error rate under the target (see ``Health``).
 
     ``challenge`` asks a proof of work before a new place (the browser finds a
     number up to ``challenge`` whose SHA-256 the gate chose: half that many
@@ -203,6 +279,7 @@ class Room:
     opens_at: datetime | float | str | None = None
     client_limit: int = 300
     challenge: int = 0
+    target: Health | None = None
     accept: Callable[[Mapping[str, str]], bool] | None = None
     forget: float | None = None
     defaults: str = field(init=False, repr=False, compare=False)
@@ -251,8 +328,16 @@ class Room:
         if self.forget is None:
             longest = max(self.session, self.abandon, self.per) + FORGET_MARGIN
             object.__setattr__(self, "forget", longest if self.placeholders else 0)
+        if self.target is not None and not isinstance(self.target, Health):
+            raise ConfigError(f"{where}: target must be a Health(p95_ms=...), got {self.target!r}")
+        controller = (self.target or Health(p95_ms=1)).settings()
+        if self.target is None:
+            controller["target_ms"] = 0
         try:
-            args = tuple(check_room_setting(name, getattr(self, name)) for name in ROOM_SETTINGS)
+            args = tuple(
+                check_room_setting(name, controller[name] if name in controller else getattr(self, name))
+                for name in ROOM_SETTINGS
+            )
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         if self.rate == 0 and self.capacity == 0:
@@ -279,10 +364,15 @@ class Room:
         """Build a room from plain data (the QUEUEGATE_ROOMS JSON)."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"each room must be a JSON object, got {data!r}")
-        known = {"name", "paths", "methods", "fail", "title", "language", *ROOM_SETTINGS}
-        unknown = sorted(set(data) - known)
+        known = {"name", "paths", "methods", "fail", "title", "language", "target", *ROOM_SETTINGS}
+        unknown = sorted((set(data) - known) | (set(data) & set(CONTROLLER_SETTINGS)))
         if unknown:
             raise ConfigError(f"unknown room setting(s) {', '.join(unknown)} in {data!r}")
+        if isinstance(data.get("target"), Mapping):
+            try:
+                data = {**data, "target": Health(**data["target"])}
+            except TypeError as exc:
+                raise ConfigError(f"target: {exc}") from None
         if "name" not in data or "paths" not in data:
             raise ConfigError(f"each room needs a name and paths, got {data!r}")
         return cls(**data)

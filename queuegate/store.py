@@ -78,6 +78,7 @@ SCRIPTS = {
     "stats": ("clock", "advance", "stats"),
     "configure": ("clock", "advance", "configure"),
     "drain": ("clock", "advance", "drain"),
+    "health": ("clock", "advance", "health"),
 }
 
 
@@ -333,16 +334,36 @@ class Store:
         """Empty the line; active sessions run on. Returns how many lost their place."""
         return int(await self._call("drain", room, now))
 
+    async def report(
+        self,
+        room: RoomRef,
+        responses: int,
+        errors: int,
+        end_buckets: Sequence[int],
+        first_byte_buckets: Sequence[int],
+        *,
+        now: int | None = None,
+    ) -> tuple[int, str]:
+        """One process's measurements of the responses it forwarded for the
+        room since its last report (see health.lua); runs the room's
+        admission controller when a decision is due. Returns the controlled
+        value (rate, or capacity) and the controller's last decision."""
+        name = room if isinstance(room, str) else room.name
+        args = [str(responses), str(errors), *map(str, end_buckets), *map(str, first_byte_buckets)]
+        reply = await self._call("health", room, now, *args, extra_keys=(self._base(name) + "health",))
+        return int(reply[0]), _text(reply[1])
+
     async def stats(self, room: RoomRef, *, now: int | None = None) -> dict[str, Any]:
         """Live numbers and effective settings (durations in ms); see stats.lua."""
-        reply = await self._call("stats", room, now)
+        name = room if isinstance(room, str) else room.name
+        reply = await self._call("stats", room, now, extra_keys=(self._base(name) + "health",))
         out: dict[str, Any] = {}
         for name, raw in zip(reply[::2], reply[1::2], strict=True):
             value = _text(raw)
             key = _text(name)
-            if key in ("status", "method", "seed_sha256"):
+            if key in ("status", "method", "seed_sha256", "health_reason", "health_changed"):
                 out[key] = value
-            elif key.endswith("per_minute"):
+            elif key.endswith("per_minute") or key in ("max_errors", "error_rate"):
                 out[key] = float(value)
             else:
                 out[key] = int(float(value))
@@ -354,7 +375,13 @@ class Store:
         Everything is checked before anything is written."""
         pairs: list[str] = []
         for name, value in changes.items():
-            if name == "seed":
+            if name == "pinned":
+                # Setting the rate or capacity pins them (configure.lua);
+                # this only returns them to the controller.
+                if value:
+                    raise ConfigError("pinned: set the rate or capacity to pin it; pinned=None unpins")
+                pairs += ["pinned", ""]
+            elif name == "seed":
                 if not isinstance(value, str) or len(value) < 8:
                     raise ConfigError("seed must be a string of at least 8 characters")
                 pairs += ["seed", value, "seed_sha256", hashlib.sha256(value.encode()).hexdigest()]

@@ -226,7 +226,12 @@ def test_virtual_visitors_take_the_challenge_like_the_page(redis_url: str) -> No
     from .conftest import lifespan_app, served
 
     gate = QueueGate(
-        lifespan_app, redis=redis_url, secret_key=SECRET, rooms=[room(rate=3)], cookie_secure=False, environ={}
+        lifespan_app,
+        redis=redis_url,
+        secret_key=SECRET,
+        rooms=[room(rate=3)],
+        cookie_secure=False,
+        environ={},
     )
     with served(gate) as base:
         progress = asyncio.run(simulate(base + "/checkout", 5, 5, give_up=0.0, max_seconds=30))

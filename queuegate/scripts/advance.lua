@@ -15,7 +15,8 @@
 --   ARGV[2] the room's defaults from code, comma-separated in this order:
 --           rate, per (ms), capacity, session (ms), sliding (0/1),
 --           abandon (ms), max_step, status, method, opens_at (ms, 0 = none),
---           client_limit, forget (ms, 0 = never), challenge.
+--           client_limit, forget (ms, 0 = never), challenge, target_ms,
+--           max_errors, floor, ceiling, settle (ms).
 --           Stored in the state hash when they change; "" (the console)
 --           uses the stored ones. Fields set by `configure` override them.
 --   ARGV[3] "seed:sha256" a fresh secret the room adopts if it has none, or ""
@@ -39,11 +40,19 @@
 --             value someone puts in a URL does not leave keys forever.
 --   challenge the proof of work a new place costs (the largest number the
 --             browser may have to try; 0 = none): see enter.lua
+--   target_ms the p95 latency (ms) the admission controller keeps the app's
+--             responses under, 0 = no controller: see health.lua
+--   max_errors the share of error responses it tolerates (0.02 = 2 %)
+--   floor, ceiling  the bounds of what it sets (the rate, or the capacity
+--             of a room without a rate); ceiling 0 = none
+--   settle    ms between two of its changes: how long the app takes to show
+--             the effect of the last one
 
 local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
 local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
-  'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget', 'challenge'}
+  'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget', 'challenge',
+  'target_ms', 'max_errors', 'floor', 'ceiling', 'settle'}
 
 local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS))
 
@@ -74,6 +83,11 @@ local opens_at = tonumber(setting.opens_at)
 local client_limit = tonumber(setting.client_limit)
 local forget = tonumber(setting.forget)
 local challenge = tonumber(setting.challenge) or 0
+local target_ms = tonumber(setting.target_ms) or 0
+local max_errors = tonumber(setting.max_errors) or 0
+local adapt_floor = math.max(1, tonumber(setting.floor) or 1)
+local adapt_ceiling = tonumber(setting.ceiling) or 0
+local settle = tonumber(setting.settle) or 10000
 
 -- The room's running state, read by advance() (a visitor who is simply
 -- inside never needs it).

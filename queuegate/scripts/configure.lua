@@ -7,6 +7,10 @@
 -- value removes the field, so a setting falls back to its default from code.
 -- Values are checked by the caller (queuegate.settings) before they get here.
 --
+-- Setting the rate or capacity of a room with a health target pins it: the
+-- controller (health.lua) holds it until a `pinned` field of "" (unpin)
+-- returns control.
+--
 -- Returns the number of fields written.
 
 advance()
@@ -18,6 +22,9 @@ for i = 4, #ARGV, 2 do
     redis.call('HDEL', KEYS[5], ARGV[i])
   else
     redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1])
+    if (ARGV[i] == 'rate' or ARGV[i] == 'capacity') and target_ms > 0 then
+      redis.call('HSET', KEYS[5], 'pinned', 1)
+    end
   end
   n = n + 1
 end

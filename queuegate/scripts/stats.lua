@@ -8,7 +8,11 @@
 --   median wait),
 --   the counters admitted, joined, abandoned, expired, released, left,
 --   drained, the settings (see advance.lua), prequeue (1 before a scheduled
---   opening) and seed_sha256 (the published hash of the lottery's seed).
+--   opening), seed_sha256 (the published hash of the lottery's seed), and
+--   the admission controller's figures (KEYS[6], see health.lua): pinned,
+--   p95_ms and first_byte_p95_ms (-1 = none yet), error_rate, samples,
+--   health_reason (its last decision), health_changed and _at (why and when
+--   it last changed the value).
 
 advance()
 save_state()
@@ -34,5 +38,17 @@ for i, name in ipairs(names) do
   out[#out + 1] = name
   out[#out + 1] = counters[i] or (name == 'seed_sha256' and '' or 0)
 end
+-- The admission controller (health.lua), when the room has a target.
+local health = redis.call('HMGET', KEYS[6], 'p95_ms', 'first_byte_p95_ms', 'error_rate',
+  'samples', 'reason', 'changed', 'changed_at')
+local pinned = redis.call('HGET', KEYS[5], 'pinned')
+local more = {
+  'target_ms', target_ms, 'max_errors', max_errors, 'floor', adapt_floor, 'ceiling', adapt_ceiling,
+  'settle', settle,
+  'pinned', pinned and 1 or 0, 'p95_ms', health[1] or -1, 'first_byte_p95_ms', health[2] or -1,
+  'error_rate', health[3] or 0, 'samples', health[4] or 0, 'health_reason', health[5] or '',
+  'health_changed', health[6] or '', 'health_changed_at', health[7] or 0,
+}
+for _, v in ipairs(more) do out[#out + 1] = v end
 for i = 1, #out do out[i] = tostring(out[i]) end
 return out

@@ -1,0 +1,112 @@
+"""What this process measures for rooms with a health target, and reports.
+
+Every response the gate forwards for such a room (or, with
+``Health(signal="app")``, every response it forwards at all) adds its time to
+the first byte, its time to the end and whether it failed (5xx or an
+exception) to a per-room tally. About once a second the tally goes to Redis in
+one call (``health.lua``), which merges the reports of all processes and runs
+the room's controller: the rule lives there, once, and no process leads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .settings import Room
+from .store import Store, StoreError
+
+__all__ = ["BOUNDS_MS", "HealthReports", "Tally"]
+
+logger = logging.getLogger("queuegate")
+
+# The latency buckets' upper bounds (ms), as health.lua has them; one more
+# bucket holds everything slower.
+BOUNDS_MS = (5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000)
+REPORT_EVERY = 1.0  # seconds
+
+
+@dataclass(slots=True)
+class Tally:
+    responses: int = 0
+    errors: int = 0
+    end: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS_MS) + 1))
+    first_byte: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS_MS) + 1))
+
+    def add(self, first_byte_ms: float, end_ms: float, failed: bool) -> None:
+        self.responses += 1
+        self.errors += failed
+        self.end[bisect.bisect_left(BOUNDS_MS, end_ms)] += 1
+        self.first_byte[bisect.bisect_left(BOUNDS_MS, first_byte_ms)] += 1
+
+
+class HealthReports:
+    """The tallies of one process, and the task that reports them."""
+
+    def __init__(self, store: Store, rooms: Iterable[Room]) -> None:
+        self._store = store
+        self.app_rooms = tuple(room for room in rooms if room.target and room.target.signal == "app")
+        self._tallies: dict[Room, Tally] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def forward(
+        self, rooms: tuple[Room, ...], app: ASGIApp, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Run ``app`` for the request, measuring its response for ``rooms``."""
+        start = time.perf_counter()
+        first = 0.0
+        status = 0
+
+        async def timed_send(message: Message) -> None:
+            nonlocal first, status
+            if message["type"] == "http.response.start":
+                first = time.perf_counter()
+                status = message["status"]
+            await send(message)
+
+        try:
+            await app(scope, receive, timed_send)
+        except BaseException:
+            self._add(rooms, start, first, True)
+            raise
+        self._add(rooms, start, first, status >= 500)
+
+    def _add(self, rooms: tuple[Room, ...], start: float, first: float, failed: bool) -> None:
+        end_ms = (time.perf_counter() - start) * 1000
+        first_ms = (first - start) * 1000 if first else end_ms
+        for room in rooms:
+            tally = self._tallies.get(room)
+            if tally is None:
+                tally = self._tallies[room] = Tally()
+            tally.add(first_ms, end_ms, failed)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._report_forever())
+
+    async def report(self) -> None:
+        """Send what was measured since the last report, one call per room."""
+        tallies, self._tallies = self._tallies, {}
+        for room, tally in tallies.items():
+            try:
+                await self._store.report(room, tally.responses, tally.errors, tally.end, tally.first_byte)
+            except StoreError as exc:
+                # Lost, not retried: the controller holds without evidence.
+                logger.debug("queuegate: health report for %r lost: %s", room.name, exc)
+
+    async def _report_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REPORT_EVERY)
+            await self.report()
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,263 @@
+"""The admission controller (health.lua) against a simulated plant: a backend
+of known capacity whose latency climbs as its load nears it, fed by the
+visitors the controller admits, each making requests for a while after
+admission. Time is simulated (every call passes ``now``), the reports are
+computed, the rule runs in real Redis: fast and deterministic."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from queuegate import Health, QueueGate, Room
+from queuegate.health import BOUNDS_MS
+from queuegate.store import Store, connect
+
+from .conftest import SECRET, served
+
+pytestmark = pytest.mark.anyio
+
+T0 = 1_900_000_000_000  # ms, simulated
+VISIT = 6  # seconds an admitted visitor makes requests for
+REQUESTS = 4  # requests per visitor, spread over the visit
+
+
+def room(**kw: object) -> Room:
+    options: dict[str, object] = {
+        "rate": 5,
+        "per": 1.0,
+        "abandon": 3600.0,
+        "target": Health(p95_ms=300, max_error_rate=0.02, floor=2, ceiling=200),
+    }
+    options.update(kw)
+    return Room("plant", paths=["/p"], **options)  # type: ignore[arg-type]
+
+
+def buckets(count: int, latency_ms: float) -> list[int]:
+    out = [0] * (len(BOUNDS_MS) + 1)
+    out[bisect.bisect_left(BOUNDS_MS, latency_ms)] = count
+    return out
+
+
+class Plant:
+    """Requests/s from the last VISIT seconds of admissions; p95 latency of a
+    queue at that load: 50 ms x 1/(1 - load/capacity), runaway at capacity."""
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+        self.admitted: deque[float] = deque([0.0] * VISIT, maxlen=VISIT)
+        self.error_share = 0.0
+
+    def second(self, rate: float) -> tuple[int, int, float]:
+        self.admitted.append(rate)
+        load = sum(self.admitted) * REQUESTS / VISIT
+        busy = load / self.capacity
+        p95 = 5000.0 if busy >= 0.98 else min(5000.0, 50 / (1 - busy))
+        return round(load), round(load * self.error_share), p95
+
+
+async def run(
+    store: Store, the_room: Room, plant: Plant, seconds: int, start: int
+) -> list[tuple[int, float]]:
+    """Simulated seconds: the plant's report each second; (rate, p95) per second."""
+    trace = []
+    for second in range(start, start + seconds):
+        now = T0 + second * 1000
+        rate = (await store.stats(the_room, now=now))["rate"]
+        load, errors, p95 = plant.second(rate)
+        if load:
+            await store.report(the_room, load, errors, buckets(load, p95), buckets(load, p95 / 2), now=now)
+        trace.append((rate, p95))
+    return trace
+
+
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[Store]:
+    s = Store(connect(redis_url, 5.0), prefix=f"qgh{time.time_ns()}")
+    yield s
+    await s.aclose()
+
+
+async def fill_line(store: Store, the_room: Room, n: int = 20_000) -> None:
+    """People waiting (the controller only raises the value while some do)."""
+    await store.stats(the_room, now=T0)
+    keys = store.keys(the_room.name)
+    members = {f"v{i}": i for i in range(n)}
+    await store.client.zadd(keys[1], members)
+    await store.client.zadd(keys[2], {m: T0 for m in members})
+
+
+async def test_it_converges_below_the_target_from_a_low_start(store: Store) -> None:
+    the_room = room()
+    await fill_line(store, the_room)
+    plant = Plant(capacity=100)  # req/s: 25 visitors/s at most, and fewer keep p95 under 300 ms
+    trace = await run(store, the_room, plant, 120, 0)
+    late = trace[60:]
+    rates = [rate for rate, _ in late]
+    assert min(rates) >= 12, rates  # went up from 5, with evidence
+    assert max(rates) <= 25, rates  # never into runaway
+    above = sum(p95 > 300 for _, p95 in late) / len(late)
+    assert above <= 0.15, (above, trace)
+
+
+async def test_it_backs_off_when_latency_steps_up(store: Store) -> None:
+    the_room = room(rate=20)
+    await fill_line(store, the_room)
+    plant = Plant(capacity=100)
+    await run(store, the_room, plant, 40, 0)
+    plant.capacity = 40  # the database slows down: 10 visitors/s at most
+    trace = await run(store, the_room, plant, 40, 40)
+    rates = [rate for rate, _ in trace]
+    assert rates[-1] <= 10, rates
+    settled = next(i for i, (_, p95) in enumerate(trace) if all(p <= 300 for _, p in trace[i:]))
+    assert settled <= 30, trace
+
+
+async def test_it_backs_off_on_an_error_burst(store: Store) -> None:
+    the_room = room(rate=15)
+    await fill_line(store, the_room)
+    plant = Plant(capacity=1000)  # latency is fine; errors are not
+    plant.error_share = 0.2
+    trace = await run(store, the_room, plant, 30, 0)
+    assert trace[-1][0] < 15
+    stats = await store.stats(the_room, now=T0 + 30_000)
+    assert stats["health_changed"].startswith("cut: error rate")
+
+
+async def test_no_signal_no_change(store: Store) -> None:
+    the_room = room(rate=7)
+    await fill_line(store, the_room)
+    for second in range(60):  # a trickle: fewer responses than it takes to judge
+        await store.report(
+            the_room, 0 if second % 10 else 1, 0, buckets(1, 10), buckets(1, 10), now=T0 + second * 1000
+        )
+    stats = await store.stats(the_room, now=T0 + 60_000)
+    assert stats["rate"] == 7
+    assert stats["health_reason"] == "hold: too few responses to judge"
+
+
+async def test_nobody_waiting_no_raise(store: Store) -> None:
+    the_room = room(rate=7)
+    trace = await run(store, the_room, Plant(capacity=1000), 30, 0)
+    assert {rate for rate, _ in trace} == {7}
+    assert (await store.stats(the_room, now=T0 + 30_000))["health_reason"] == "hold: healthy, nobody waiting"
+
+
+async def test_bounds_hold(store: Store) -> None:
+    the_room = room(rate=10, target=Health(p95_ms=300, floor=6, ceiling=12))
+    await fill_line(store, the_room)
+    plant = Plant(capacity=10_000)
+    assert max(rate for rate, _ in await run(store, the_room, plant, 40, 0)) == 12
+    plant.capacity = 5  # hopeless: the floor still lets the line move
+    assert min(rate for rate, _ in await run(store, the_room, plant, 60, 40)) == 6
+
+
+async def test_the_operator_pins_and_releases(store: Store) -> None:
+    the_room = room(rate=10)
+    await fill_line(store, the_room)
+    plant = Plant(capacity=1000)
+    await store.stats(the_room, now=T0)
+    await store.configure(the_room, rate=8, now=T0)
+    trace = await run(store, the_room, plant, 30, 0)
+    assert {rate for rate, _ in trace} == {8}
+    stats = await store.stats(the_room, now=T0 + 30_000)
+    assert stats["pinned"] == 1
+    assert stats["health_reason"] == "hold: pinned by the operator"
+    await store.configure(the_room, pinned=None, now=T0 + 30_000)
+    trace = await run(store, the_room, plant, 20, 30)
+    assert trace[-1][0] > 8
+
+
+async def test_paused_and_closed_rooms_hold(store: Store) -> None:
+    the_room = room(rate=10, status="paused")
+    await fill_line(store, the_room)
+    trace = await run(store, the_room, Plant(capacity=1), 30, 0)
+    assert {rate for rate, _ in trace} == {10}
+
+
+async def test_several_processes_agree_and_one_stopping_freezes_nothing(redis_url: str) -> None:
+    prefix = f"qgm{time.time_ns()}"
+    stores = [Store(connect(redis_url, 5.0), prefix=prefix) for _ in range(3)]
+    try:
+        the_room = room(rate=5)
+        await fill_line(stores[0], the_room)
+        # Each of 3 processes sees a third of the traffic; the plant is shared.
+        plant = Plant(capacity=100)
+        rates = []
+        for second in range(90):
+            now = T0 + second * 1000
+            seen = {(await s.stats(the_room, now=now))["rate"] for s in stores}
+            assert len(seen) == 1  # one rate, whichever process asks
+            rate = seen.pop()
+            rates.append(rate)
+            load, _, p95 = plant.second(rate)
+            alive = stores if second < 45 else stores[:1]  # two processes die halfway
+            for s in alive:
+                share = load // len(alive)
+                await s.report(the_room, share, 0, buckets(share, p95), buckets(share, p95), now=now)
+        assert rates[44] > 5  # raised while all three reported
+        assert rates[-1] != rates[45] or min(rates[45:]) < max(rates[45:])  # still moving on one
+    finally:
+        for s in stores:
+            await s.aclose()
+
+
+def test_end_to_end_a_slower_endpoint_slows_admissions(redis_url: str) -> None:
+    """A real server; the endpoint goes from 5 ms to 400 ms per request, and
+    the room's rate comes down within the controller's stated bound."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    delay = {"s": 0.005}
+
+    async def page(request: object) -> PlainTextResponse:
+        await asyncio.sleep(delay["s"])
+        return PlainTextResponse("ok")
+
+    the_room = Room(
+        "slow", paths=["/buy"], rate=40, per=1.0, client_limit=0, target=Health(p95_ms=100, floor=2)
+    )
+    app = QueueGate(
+        Starlette(routes=[Route("/buy", page)]),
+        rooms=[the_room],
+        secret_key=SECRET,
+        redis=redis_url,
+        cookie_secure=False,
+        environ={},
+    )
+
+    async def traffic(base: str, seconds: float) -> list[int]:
+        rates = []
+        store = Store(connect(redis_url, 5.0))
+        try:
+            async with httpx.AsyncClient(base_url=base, timeout=10) as one:
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    # New visitors keep coming (so someone waits) while the
+                    # admitted ones make requests.
+                    visitors = [httpx.AsyncClient(base_url=base, timeout=10) for _ in range(8)]
+                    await asyncio.gather(*(v.get("/buy") for v in visitors))
+                    await asyncio.gather(*(v.get("/buy") for v in visitors if "qg_slow" in v.cookies))
+                    await asyncio.gather(*(v.aclose() for v in visitors))
+                    await one.get("/buy")
+                    rates.append((await store.stats("slow"))["rate"])
+        finally:
+            await store.aclose()
+        return rates
+
+    with served(app) as base:
+        before = asyncio.run(traffic(base, 6))
+        delay["s"] = 0.4
+        started = time.monotonic()
+        after = asyncio.run(traffic(base, 20))
+        took = time.monotonic() - started
+    assert before[-1] >= 40
+    assert min(after) < 40, after  # cut within 20 s (INTERVAL 2 s, the faded p95 crossing 100 ms)
+    assert took < 40
