@@ -81,11 +81,14 @@ def measured(served: Served, redis_url: str, path: str, *load: Any) -> Run:
 
 
 @contextmanager
-def uvicorn_server(mode: str, redis_url: str) -> Iterator[Served]:
+def uvicorn_server(
+    mode: str, redis_url: str, *, app: str = "benchmarks.app:app", env: dict[str, str] | None = None
+) -> Iterator[Served]:
+    """One uvicorn worker serving ``app`` (ready once ``/page`` answers)."""
     port = free_port()
-    env = {**os.environ, "QUEUEGATE_BENCH_MODE": mode, "QUEUEGATE_REDIS_URL": redis_url}
+    env = {**os.environ, **(env or {}), "QUEUEGATE_BENCH_MODE": mode, "QUEUEGATE_REDIS_URL": redis_url}
     command = [
-        sys.executable, "-m", "uvicorn", "benchmarks.app:app", "--port", str(port), "--loop", "uvloop",
+        sys.executable, "-m", "uvicorn", app, "--port", str(port), "--loop", "uvloop",
         "--http", "httptools", "--log-level", "warning", "--no-access-log",
     ]  # fmt: skip
     process = subprocess.Popen(command, cwd=ROOT, env=env)

@@ -33,6 +33,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a proof of work before each checkout place: the largest number to try (0: none; try 100000)",
     )
     parser.add_argument(
+        "--target-ms",
+        type=int,
+        default=0,
+        help="let the checkout's rate follow its health: the p95 to keep it under, ms (0: a fixed rate)",
+    )
+    parser.add_argument(
         "--admin-token",
         default=os.environ.get("QUEUEGATE_DEMO_ADMIN_TOKEN"),
         help="the back office's token (default: $QUEUEGATE_DEMO_ADMIN_TOKEN, else a random one)",
@@ -61,7 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"back office:          {base}/admin?token={token}", flush=True)
         print("Open the checkout in a few browser windows to see the line. Ctrl-C stops.", flush=True)
         app = create_app(
-            url, rate=args.rate, per=args.per, challenge=args.challenge, admin_token=token, base_url=base
+            url,
+            rate=args.rate,
+            per=args.per,
+            challenge=args.challenge,
+            target_ms=args.target_ms,
+            admin_token=token,
+            base_url=base,
         )
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:

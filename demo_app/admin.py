@@ -35,8 +35,12 @@ class BackOffice:
         stock: Callable[[], Awaitable[int]],
         restock: Callable[[], Awaitable[None]],
         stock_total: int,
+        checkout_delay: dict[str, float] | None = None,
     ) -> None:
         self.store = store
+        # The checkout's extra time per request (ms): the switch that slows it
+        # down, to watch an adaptive room follow.
+        self.checkout_delay = checkout_delay if checkout_delay is not None else {"ms": 0.0}
         self.token = token
         self.base_url = base_url
         self.stock = stock
@@ -101,6 +105,7 @@ class BackOffice:
                 "rooms": rooms,
                 "stock": await self.stock(),
                 "stock_total": self.stock_total,
+                "checkout_delay_ms": self.checkout_delay["ms"],
                 "simulation": simulation,
             }
         )
@@ -108,7 +113,22 @@ class BackOffice:
     async def configure(self, request: Request) -> Response:
         name = request.path_params["room"]
         changes = await _json(request)
-        allowed = {"rate", "per", "capacity", "session", "status", "method", "abandon", "challenge"}
+        allowed = {
+            "rate",
+            "per",
+            "capacity",
+            "session",
+            "status",
+            "method",
+            "abandon",
+            "challenge",
+            "target_ms",
+            "max_errors",
+            "floor",
+            "ceiling",
+            "settle",
+            "pinned",
+        }
         unknown = sorted(set(changes) - allowed)
         if unknown:
             raise ConfigError(f"cannot set {', '.join(unknown)} here")
@@ -142,6 +162,13 @@ class BackOffice:
         )
         return JSONResponse({"running": True, "visitors": visitors})
 
+    async def slow_checkout(self, request: Request) -> Response:
+        ms = (await _json(request)).get("ms")
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= 10_000:
+            raise ConfigError("ms must be a number of milliseconds from 0 to 10000")
+        self.checkout_delay["ms"] = float(ms)
+        return JSONResponse({"checkout_delay_ms": ms})
+
     async def restock_now(self, request: Request) -> Response:
         await self.restock()
         return JSONResponse({"stock": await self.stock()})
@@ -153,6 +180,7 @@ class BackOffice:
             Route("/admin/api/rooms/{room}", self.guarded(self.configure), methods=["POST"]),
             Route("/admin/api/simulate", self.guarded(self.start_simulation), methods=["POST"]),
             Route("/admin/api/restock", self.guarded(self.restock_now), methods=["POST"]),
+            Route("/admin/api/slow", self.guarded(self.slow_checkout), methods=["POST"]),
         ]
 
     async def aclose(self) -> None:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import secrets
 import time
@@ -22,7 +23,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from queuegate import QueueGate, Room, Store, admission
+from queuegate import Health, QueueGate, Room, Store, admission
 
 from .admin import BackOffice
 
@@ -72,6 +73,7 @@ def create_app(
     rate: int = RATE,
     per: float = PER,
     challenge: int = 0,
+    target_ms: int = 0,
     admin_token: str | None = None,
     base_url: str | None = None,
 ) -> ASGIApp:
@@ -107,7 +109,11 @@ def create_app(
             ".padStart(2,'0');},1000);})();</script>",
         )
 
+    delay = {"ms": 0.0}  # the back office's switch: a slow checkout
+
     async def checkout(request: Request) -> Response:
+        if delay["ms"]:
+            await asyncio.sleep(delay["ms"] / 1000)
         left = await stock_left()
         return page(
             "Checkout",
@@ -155,7 +161,9 @@ def create_app(
         )
 
     store = Store(db)
-    office = BackOffice(store, admin_token or secrets.token_urlsafe(16), base_url, stock_left, restock, stock)
+    office = BackOffice(
+        store, admin_token or secrets.token_urlsafe(16), base_url, stock_left, restock, stock, delay
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -183,6 +191,9 @@ def create_app(
             rate=rate,
             per=per,
             challenge=challenge,
+            # With a target, the rate follows the checkout's health (the back
+            # office can slow the checkout down to show it).
+            target=Health(p95_ms=target_ms, floor=1, ceiling=200) if target_ms else None,
         ),
         Room("ticket-{event}", title="Tickets", paths=["/tickets/{event}/buy"], capacity=3, session=120),
     ]

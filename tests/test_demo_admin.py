@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -43,6 +45,39 @@ async def test_back_office_needs_its_token_and_changes_rooms(redis_url: str) -> 
         assert "no room named 'nope'" in unknown.json()["error"]
         # Virtual visitors need the shop served: refused clearly in process.
         assert (await admin.post("/admin/api/simulate", json={"visitors": 5})).status_code == 409
+
+
+async def test_the_back_office_slows_the_checkout_and_the_adaptive_room_follows(redis_url: str) -> None:
+    app = create_app(redis_url, admin_token=TOKEN, rate=20, per=1.0, target_ms=150)
+    async with running(app), client_for(app) as admin:
+        await admin.get(f"/admin?token={TOKEN}", follow_redirects=True)
+        visitors = [client_for(app) for _ in range(40)]
+        try:
+            await asyncio.gather(*(v.get("/checkout") for v in visitors))  # 20 in, 20 waiting
+            slow = await admin.post("/admin/api/slow", json={"ms": 400})
+            assert slow.json() == {"checkout_delay_ms": 400}
+            assert (await admin.post("/admin/api/slow", json={"ms": -5})).status_code == 400
+            started = time.monotonic()
+            rate = 20
+            while rate >= 20 and time.monotonic() - started < 30:
+                inside = [
+                    v
+                    for v in visitors
+                    if (await v.get("/_queuegate/status/checkout")).json()["state"] == "active"
+                ]
+                await asyncio.gather(*(v.get("/checkout") for v in inside))
+                (room,) = (await admin.get("/admin/api/stats")).json()["rooms"]
+                rate = room["rate"]
+        finally:
+            await asyncio.gather(*(v.aclose() for v in visitors))
+        assert rate < 20, room
+        assert room["health_changed"].startswith("cut: p95")
+        assert room["p95_ms"] >= 400
+        # The operator pins a rate, then gives it back.
+        pinned = (await admin.post("/admin/api/rooms/checkout", json={"rate": 9})).json()
+        assert (pinned["rate"], pinned["pinned"]) == (9, 1)
+        back = (await admin.post("/admin/api/rooms/checkout", json={"pinned": None})).json()
+        assert back["pinned"] == 0
 
 
 def test_queuegate_simulate_against_the_served_demo(redis_url: str) -> None:

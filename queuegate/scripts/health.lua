@@ -16,23 +16,33 @@
 -- against a latency target instead of a measured baseline, applied the way
 -- TCP applies its window: at most one decrease per round trip, increases
 -- only after the last change has shown, fast while far from trouble (slow
--- start) and slowly near the value that last hurt (as CUBIC plateaus near
--- its last maximum). The round trip is the room's `settle`: a visitor
--- admitted now makes requests for a while, and the measurements fade over
--- TAU. Every INTERVAL the figures are brought up to date; the value changes
--- only with enough responses measured (MIN_SAMPLES), the line moving (open
--- or queue_all) and the operator not pinning it:
---   g = clamp(target / p95, 0.5, 1), lowered further, to the same floor, in
---       proportion when the error rate is over its maximum;
---   g < 1, `settle` after the last decrease: value = max(floor, value * g),
---       and the value before it is remembered as the one that hurt;
---   g = 1, `settle` after the last change, visitors waiting (the value is
---       what holds them back) and p95 under HEADROOM x target:
---         p95 under half the target, and 1.5 x value below 0.9 x the value
---         that hurt (if any): value = 1.5 x value               (slow start)
---         else value + sqrt(value), or + 1 from 0.8 x the value that hurt;
---         passing the value that hurt without harm forgets it;
---       never above the ceiling.
+-- start) and slowly near where the app last overloaded (as CUBIC plateaus
+-- near its last maximum), and cuts that start from what the app actually
+-- served while overloaded (BBR's delivery rate). The round trip is the
+-- room's `settle`: a visitor admitted now makes requests for a while. The
+-- measurements fade over TAU and start again at each change.
+--
+-- Every INTERVAL the figures are brought up to date; the value changes only
+-- with enough responses measured (MIN_SAMPLES), the line moving (open or
+-- queue_all) and the operator not pinning it:
+--   g = clamp(target / p95, MIN_GRADIENT, 1), lowered further, to the same
+--       floor, in proportion when the error rate is over its maximum;
+--   g < 1, `settle` after the last cut, unless, within 3 x settle of it, the
+--       p95 fell by a tenth since then or the app serves a tenth more than
+--       the value (either way what queued before is draining):
+--       value = max(floor, g x min(value, served)), at least 1 less, where
+--       served is what the app serves now, in visitors: its responses a
+--       second since the last change over the responses per visitor it
+--       made while healthy; `served` is remembered;
+--   g = 1, p95 under HEADROOM x target, visitors waiting (the value is what
+--       holds them back), `settle` after the last change (half of it in slow
+--       start):
+--         below 0.9 x the remembered `served`: straight back there;
+--         nothing remembered and p95 under half the target, or not an
+--         eighth above where the last raise found it: x 1.5 (slow start,
+--         HyStart's exit rule); nothing remembered: + sqrt(value); else + 1 (probing past
+--         the last overload); passing `served` forgets it (the app got
+--         faster); never above the ceiling.
 --   Otherwise the value holds: no evidence, no change.
 -- The value is the room's rate (visitors per interval) or, in a room without
 -- a rate, its capacity; it is written where `configure` writes it, so the
@@ -44,8 +54,9 @@ local BOUNDS = {5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000,
 local B = #BOUNDS + 1
 local TAU = 2500        -- ms: measurements fade with this time constant
 local INTERVAL = 1000   -- ms between looks at the figures
-local MIN_SAMPLES = 20  -- fewer (faded) responses than this is no evidence
+local MIN_SAMPLES = 5   -- fewer (faded) responses than this is no evidence
 local HEADROOM = 0.9    -- raise only while the p95 is under this share of the target
+local MIN_GRADIENT = 0.25 -- the deepest single cut: to a quarter
 
 advance()
 
@@ -64,6 +75,24 @@ for i = 2, #fields do
   write[#write + 1] = fields[i]
   write[#write + 1] = string.format('%.4f', v)
 end
+-- Admissions faded the same way: responses per admitted visitor, learnt
+-- while the app is healthy, turn the responses the app completes when it is
+-- not into the visitors it can serve.
+local admitted = tonumber(redis.call('HGET', KEYS[5], 'admitted')) or 0
+local seen_adm = redis.call('HMGET', h, 'adm', 'adm_seen', 'rpv', 'raw', 'since')
+-- Responses since the last change, not faded: the rate the app completes.
+local raw = (tonumber(seen_adm[4]) or 0) + (tonumber(ARGV[4]) or 0)
+local since = tonumber(seen_adm[5]) or now
+local adm = (tonumber(seen_adm[1]) or 0) * fade + math.max(0, admitted - (tonumber(seen_adm[2]) or admitted))
+local rpv = tonumber(seen_adm[3])
+write[#write + 1] = 'adm'
+write[#write + 1] = string.format('%.4f', adm)
+write[#write + 1] = 'adm_seen'
+write[#write + 1] = admitted
+write[#write + 1] = 'raw'
+write[#write + 1] = raw
+write[#write + 1] = 'since'
+write[#write + 1] = since
 redis.call('HSET', h, unpack(write))
 
 -- The q-quantile of a faded histogram whose first bucket is value_of[first]:
@@ -87,7 +116,8 @@ end
 
 local field, value = 'capacity', capacity
 if rate > 0 then field, value = 'rate', rate end
-local control = redis.call('HMGET', h, 'adapt_at', 'changed_at', 'reason', 'cut_at', 'hurt')
+local control = redis.call('HMGET', h, 'adapt_at', 'changed_at', 'reason', 'cut_at', 'served', 'cut_p95',
+  'raise_p95')
 local reason = control[3] or ''
 
 if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
@@ -115,13 +145,48 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
         why = string.format('error rate %.1f%% over %.1f%%', errors * 100, max_errors * 100)
       end
     end
-    g = math.max(0.5, g)
-    local hurt = tonumber(control[5])
-    if g < 1 then
-      if now - (tonumber(control[4]) or 0) >= settle then
-        new = math.max(adapt_floor, math.floor(value * g))
+    g = math.max(MIN_GRADIENT, g)
+    if g >= 1 and adm > 1 and now - since >= settle then
+      -- Healthy, and long enough after the last change that the responses
+      -- come from the visitors admitted since: learn them.
+      redis.call('HSET', h, 'rpv', string.format('%.4f', n / adm))
+    end
+    -- `served`: what the app serves when it is overloaded (in the room's
+    -- units: visitors per interval), remembered from the last cut.
+    local served = tonumber(control[5])
+    -- What the app completes now, in visitors (BBR's delivery rate): while
+    -- a queue stands, this is what it can serve.
+    local serving = nil
+    if field == 'rate' and rpv and rpv > 0 then
+      serving = raw / math.max(1, (now - since) / 1000) / rpv * (per / 1000)
+    end
+    local since_cut = now - (tonumber(control[4]) or 0)
+    -- Only while the last change was that cut (a raise since ends it).
+    local after_cut = control[4] and tonumber(control[4]) >= (tonumber(control[2]) or 0)
+      and since_cut < 3 * settle
+    local improving = after_cut and control[6] and p95 < 0.9 * tonumber(control[6])
+    if g < 1 and improving then
+      -- Still over, but well down since the last cut: what was queued
+      -- before it is draining. Another cut now would overshoot (TIMELY and
+      -- Vegas read the latency's trend for the same reason).
+      reason = 'hold: ' .. why .. ', and falling since the last cut'
+    elseif g < 1 and after_cut and serving and serving >= 1.1 * value then
+      -- Admitting less than the app serves: the queue is draining.
+      reason = 'hold: ' .. why .. ', draining (admitting less than the app serves)'
+    elseif g < 1 then
+      if since_cut >= settle then
+        local base = value
+        served = value
+        if serving then
+          -- The cut starts from what the app serves, not from the value
+          -- that overloaded it.
+          served = serving
+          base = math.min(value, serving)
+        end
+        new = math.max(adapt_floor, math.min(value - 1, math.floor(base * g)))
         reason = 'cut: ' .. why
-        redis.call('HSET', h, 'cut_at', now, 'hurt', value)
+        redis.call('HSET', h, 'cut_at', now, 'served', served, 'cut_p95', p95)
+        redis.call('HDEL', h, 'raise_p95')
       else
         reason = 'hold: ' .. why .. ', the last cut is still showing'
       end
@@ -129,25 +194,45 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
       reason = 'hold: near the target'
     elseif redis.call('ZCARD', KEYS[2]) == 0 then
       reason = 'hold: healthy, nobody waiting'
-    elseif now - (tonumber(control[2]) or 0) < settle then
+    elseif now - (tonumber(control[2]) or 0) < settle / 2
+        or (now - (tonumber(control[2]) or 0) < settle and served) then
+      -- Far under the target with nothing remembered, half the round
+      -- trip shows enough; otherwise a whole one.
       reason = 'hold: healthy, the last change is still showing'
     else
-      local fast = math.max(value + 1, math.floor(value * 1.5))
-      if p95 < target_ms / 2 and (not hurt or fast < 0.9 * hurt) then
-        new = fast
+      if served and value < math.floor(0.9 * served) then
+        new = math.floor(0.9 * served)
+        reason = 'raise: back to 0.9 x what the app served when overloaded'
+      elseif not served and (p95 < target_ms / 2 or (control[7] and p95 <= 1.125 * tonumber(control[7]))) then
+        -- Slow start while far under the target, or while raising has not
+        -- moved the latency (HyStart leaves slow start when the round trip
+        -- grows by an eighth).
+        new = math.max(value + 1, math.floor(value * 1.5))
         reason = 'raise: far under the target, visitors waiting'
       else
-        local step = math.max(1, math.floor(math.sqrt(value)))
-        if hurt and value >= 0.8 * hurt then step = 1 end
-        new = value + step
+        new = value + 1
+        if not served then new = value + math.max(1, math.floor(math.sqrt(value))) end
         reason = 'raise: under the target, visitors waiting'
       end
       if adapt_ceiling > 0 then new = math.min(new, adapt_ceiling) end
       if new == value then reason = 'hold: at the ceiling' end
-      if hurt and new > hurt then redis.call('HDEL', h, 'hurt') end
+      redis.call('HSET', h, 'raise_p95', p95)
+      -- Healthy past what it served when overloaded: the app got faster.
+      if served and new > served then redis.call('HDEL', h, 'served') end
     end
   end
   if new ~= value then
+    -- What comes next is judged on what the app does after the change: the
+    -- measurements start again (a trickle after a cut would otherwise be
+    -- read through the slow responses of before it).
+    local fresh = {'n', 0, 'err', 0, 'raw', 0, 'since', now, 'adm', 0}
+    for i = 1, B do
+      fresh[#fresh + 1] = 'e' .. i
+      fresh[#fresh + 1] = 0
+      fresh[#fresh + 1] = 'f' .. i
+      fresh[#fresh + 1] = 0
+    end
+    redis.call('HSET', h, unpack(fresh))
     redis.call('HSET', KEYS[5], field, new)
     redis.call('HSET', h, 'changed', reason, 'changed_at', now, 'changed_from', value)
     value = new

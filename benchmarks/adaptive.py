@@ -1,0 +1,337 @@
+"""Admission that follows the app's health, against fixed rates, on the same
+arrivals.
+
+    python -m benchmarks.adaptive [--phase-seconds 60] [--quick] [--json]
+
+The backend: three gated pages (``/shop/browse``, ``/shop/cart``,
+``/shop/pay``) whose work is one of ``slots`` places of WORK_MS each (an
+``asyncio.Semaphore``: latency climbs as a queue forms; a request that waits
+POOL_TIMEOUT_S for a place fails with 503, as with a database pool). Its capacity changes
+in three phases: 8 slots, then 3, then 12 (32, 12 and 48 requests a second).
+Virtual visitors arrive at ARRIVALS a second (Poisson, the same seeded
+arrivals in every run), join the room's line, poll as the page does, and
+once in make three requests (browse, cart, pay) THINK_S apart; a request
+slower than REQUEST_TIMEOUT_S loses the purchase. A purchase is goodput.
+
+Runs, each in a fresh uvicorn worker and Redis: the adaptive room
+(``Health(p95_ms=TARGET_MS)``, starting at 5 a second); a fixed rate too high
+and one too low; and, for each phase alone, a sweep of fixed rates, whose
+best goodput with the p95 over target at most 10 % of the time is the
+phase's oracle (what a load test would pick). Reported per phase: goodput
+against the oracle, the share of seconds whose p95 is over the target, and
+the settling time (from the change until the p95 stays under the target and
+the rate stays within 20 % of where it ends the phase).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import uvloop
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from queuegate import Health, QueueGate, Room
+from queuegate.embedded import EmbeddedServer, server_binary
+from queuegate.store import Store, connect
+
+from .speed import uvicorn_server
+
+TARGET_MS = 600
+WORK_MS = 250
+PHASES = (8, 3, 12)  # slots: 32, 12, 48 requests a second (10.7, 4 and 16 visitors)
+ARRIVALS = 25.0  # visitors a second
+THINK_S = 0.3
+REQUEST_TIMEOUT_S = 3.0
+POOL_TIMEOUT_S = 2.0
+POLL_S = 0.5
+SETTLE_S = 6.0
+STEPS = ("browse", "cart", "pay")
+JSON = {"accept": "application/json"}
+ROOM = "adaptive"
+
+
+# -- the server side (in the uvicorn worker) ---------------------------------
+
+
+class Backend:
+    """Pages whose work takes one of ``slots`` places for WORK_MS."""
+
+    def __init__(self) -> None:
+        self.slots = asyncio.Semaphore(PHASES[0])
+
+    async def page(self, request: Request) -> PlainTextResponse:
+        # Like a database pool: a request that waits POOL_TIMEOUT_S for a
+        # slot fails (503) instead of queueing without bound.
+        slots = self.slots
+        try:
+            await asyncio.wait_for(slots.acquire(), POOL_TIMEOUT_S)
+        except TimeoutError:
+            return PlainTextResponse("busy", status_code=503)
+        try:
+            await asyncio.sleep(WORK_MS / 1000)
+        finally:
+            slots.release()
+        return PlainTextResponse("ok")
+
+    async def set_slots(self, request: Request) -> PlainTextResponse:
+        # Requests holding the old semaphore finish on it; new ones queue here.
+        self.slots = asyncio.Semaphore(int(request.path_params["n"]))
+        return PlainTextResponse("ok")
+
+
+def make_app() -> ASGIApp:
+    mode = os.environ.get("QUEUEGATE_BENCH_MODE", "adaptive")
+    backend = Backend()
+    routes = [
+        Route("/shop/{step}", backend.page),
+        Route("/bench/slots/{n:int}", backend.set_slots, methods=["POST"]),
+        Route("/page", backend.page),
+    ]
+    if mode == "adaptive":
+        # settle: a visit here lasts a second or two, plus the page's polling.
+        target = Health(p95_ms=TARGET_MS, settle=SETTLE_S)
+        room = Room(ROOM, paths=["/shop/*"], rate=5, per=1.0, client_limit=0, target=target)
+    else:
+        room = Room(ROOM, paths=["/shop/*"], rate=int(mode), per=1.0, client_limit=0)
+    return QueueGate(
+        Starlette(routes=routes),
+        rooms=[room],
+        secret_key="benchmark-secret-key-0123456789",
+        redis=os.environ["QUEUEGATE_REDIS_URL"],
+        prefix=os.environ.get("QUEUEGATE_BENCH_PREFIX", "qg"),
+        cookie_secure=False,
+        timeout=2.0,
+    )
+
+
+app: ASGIApp | None = make_app() if "QUEUEGATE_REDIS_URL" in os.environ else None
+
+
+# -- the visitors (in this process) --------------------------------------------
+
+
+@dataclass
+class Record:
+    started: float
+    requests: list[tuple[float, float]] = field(default_factory=list)  # (end, latency ms) since start
+    purchases: list[float] = field(default_factory=list)  # completion times since start
+    rates: list[int] = field(default_factory=list)  # the room's rate, each second
+
+
+async def visitor(base: str, transport: httpx.AsyncHTTPTransport, record: Record, stop: float) -> None:
+    client = httpx.AsyncClient(base_url=base, transport=transport, timeout=REQUEST_TIMEOUT_S)
+    try:
+        first = await client.get("/shop/browse", headers=JSON)
+        if first.status_code != 200:
+            answer = first.json()
+            while answer.get("state") in ("waiting", "prequeue"):
+                # The page's stream tells a visitor near the front (fewer than
+                # 20 ahead) at once, and one further back at the poll interval
+                # the gate gives: polling like that stands in for it here.
+                pause = float(answer.get("poll_after_seconds", 1))
+                if (answer.get("ahead") or 0) < 20:
+                    pause = min(pause, POLL_S)
+                if time.monotonic() + pause > stop:
+                    return
+                await asyncio.sleep(pause)
+                answer = (await client.get(answer["status_url"], headers=JSON)).json()
+            if answer.get("state") != "active":
+                return
+        for step in STEPS if first.status_code != 200 else STEPS[1:]:
+            await asyncio.sleep(THINK_S)
+            began = time.monotonic()
+            try:
+                response = await asyncio.wait_for(client.get(f"/shop/{step}"), REQUEST_TIMEOUT_S)
+            except (httpx.TimeoutException, TimeoutError):
+                record.requests.append((time.monotonic() - record.started, REQUEST_TIMEOUT_S * 1000))
+                return  # too slow: the visitor leaves, nothing bought
+            done = time.monotonic()
+            record.requests.append((done - record.started, (done - began) * 1000))
+            if response.status_code != 200:
+                return
+        record.purchases.append(time.monotonic() - record.started)
+    except (httpx.HTTPError, ValueError):
+        return
+
+
+async def drive(base: str, redis_url: str, prefix: str, phases: list[int], phase_seconds: float) -> Record:
+    """The same seeded arrivals for every run; the phases' slots set on time."""
+    rng = random.Random(7)
+    record = Record(started=time.monotonic())
+    stop = record.started + phase_seconds * len(phases)
+    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
+    store = Store(connect(redis_url, 5.0), prefix=prefix)
+    async with (
+        httpx.AsyncHTTPTransport(limits=limits) as transport,
+        httpx.AsyncClient(base_url=base) as control,
+    ):
+
+        async def phases_and_rates() -> None:
+            for index, slots in enumerate(phases):
+                await control.post(f"/bench/slots/{slots}")
+                phase_end = record.started + phase_seconds * (index + 1)
+                while time.monotonic() < phase_end:
+                    try:
+                        record.rates.append(int((await store.stats(ROOM))["rate"]))
+                    except Exception:
+                        record.rates.append(record.rates[-1] if record.rates else 0)
+                    await asyncio.sleep(max(0.0, 1 - (time.monotonic() - record.started) % 1))
+
+        tasks = [asyncio.create_task(phases_and_rates())]
+        at = record.started
+        while True:
+            at += rng.expovariate(ARRIVALS)
+            if at >= stop:
+                break
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            tasks.append(asyncio.create_task(visitor(base, transport, record, stop)))
+        await asyncio.sleep(max(0.0, stop - time.monotonic()))
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    await store.aclose()
+    return record
+
+
+def run(mode: str, phases: list[int], phase_seconds: float) -> Record:
+    with EmbeddedServer(server_binary("path")) as server:
+        prefix = f"qg{time.time_ns()}"
+        env = {"QUEUEGATE_BENCH_PREFIX": prefix}
+        with uvicorn_server(mode, server.url, app="benchmarks.adaptive:app", env=env) as served:
+            base = f"http://127.0.0.1:{served.port}"
+            return uvloop.run(drive(base, server.url, prefix, phases, phase_seconds))
+
+
+# -- the figures ---------------------------------------------------------------
+
+
+def p95_per_second(record: Record, start: float, end: float) -> list[float]:
+    by_second: dict[int, list[float]] = {}
+    for at, latency in record.requests:
+        if start <= at < end:
+            by_second.setdefault(int(at), []).append(latency)
+    out = []
+    for second in range(int(start), int(end)):
+        values = sorted(by_second.get(second, []))
+        out.append(values[int(0.95 * (len(values) - 1))] if values else 0.0)
+    return out
+
+
+def phase_figures(record: Record, index: int, phase_seconds: float, warm: float = 0.0) -> dict[str, float]:
+    start, end = index * phase_seconds + warm, (index + 1) * phase_seconds
+    p95s = p95_per_second(record, start, end)
+    goodput = sum(start <= t < end for t in record.purchases) / (end - start)
+    over = [p > TARGET_MS for p in p95s]
+    rates = record.rates[int(index * phase_seconds) : int(end)]
+    settle = 0.0
+    if any(over):
+        settle = (len(over) - over[::-1].index(True)) + warm
+    if rates:
+        final = statistics.median(rates[len(rates) // 2 :])
+        off = [abs(r - final) > 0.2 * max(final, 1) for r in rates]
+        if any(off):
+            settle = max(settle, len(off) - off[::-1].index(True))
+    return {
+        "goodput_per_s": round(goodput, 2),
+        "above_target_share": round(sum(over) / max(1, len(over)), 3),
+        "settle_seconds": round(settle, 1),
+        "p95_ms_median": round(statistics.median(p95s), 1) if p95s else 0.0,
+        "rate_median": statistics.median(rates) if rates else 0,
+    }
+
+
+def oracle(slots: int, phase_seconds: float, rates: list[int]) -> dict[str, Any]:
+    """The best fixed rate for ``slots`` alone: highest goodput with the p95
+    over target at most 10 % of the time (after a warm-up of a third)."""
+    tried = []
+    for rate in rates:
+        record = run(str(rate), [slots], phase_seconds)
+        figures = phase_figures(record, 0, phase_seconds, warm=phase_seconds / 3)
+        tried.append({"rate": rate, **figures})
+    fine = [t for t in tried if t["above_target_share"] <= 0.10] or tried
+    best = max(fine, key=lambda t: t["goodput_per_s"])
+    return {"best": best, "tried": tried}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.adaptive", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--phase-seconds", type=float, default=60.0)
+    parser.add_argument("--quick", action="store_true", help="30 s phases and a shorter sweep")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    seconds = 30.0 if args.quick else args.phase_seconds
+    phases = list(PHASES)
+    # Visitors a second each phase's slots can serve (3 requests a visitor).
+    most = [slots * 1000 / WORK_MS / len(STEPS) for slots in phases]
+    sweep_shares = (0.5, 0.7, 0.85, 1.0) if args.quick else (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    oracles = [
+        oracle(slots, seconds, sorted({max(1, round(m * s)) for s in sweep_shares}))
+        for slots, m in zip(phases, most, strict=True)
+    ]
+    runs = {
+        "adaptive": run("adaptive", phases, seconds),
+        "fixed_high": run(str(round(max(most))), phases, seconds),
+        "fixed_low": run(str(max(1, round(min(most) / 2))), phases, seconds),
+    }
+    report: dict[str, Any] = {"target_ms": TARGET_MS, "phase_seconds": seconds, "phases": []}
+    for index, slots in enumerate(phases):
+        best = oracles[index]["best"]
+        row: dict[str, Any] = {
+            "slots": slots,
+            "oracle_rate": best["rate"],
+            "oracle_goodput_per_s": best["goodput_per_s"],
+            "oracle_sweep": oracles[index]["tried"],
+        }
+        for name, record in runs.items():
+            figures = phase_figures(record, index, seconds)
+            figures["goodput_vs_oracle"] = round(
+                figures["goodput_per_s"] / max(best["goodput_per_s"], 0.01), 3
+            )
+            row[name] = figures
+        report["phases"].append(row)
+    report["adaptive"] = [
+        {
+            "slots": row["slots"],
+            **{k: row["adaptive"][k] for k in ("goodput_vs_oracle", "above_target_share", "settle_seconds")},
+        }
+        for row in report["phases"]
+    ]
+    report["adaptive_rates"] = runs["adaptive"].rates
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"target p95 {TARGET_MS} ms; phases of {seconds:g} s; {ARRIVALS:g} visitors/s arriving")
+    heads = ("phase", "run", "goodput/s", "vs oracle", "p95>target", "settle s", "rate")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(heads, (6, 11, 10, 10, 11, 9, 6), strict=True)))
+    for index, row in enumerate(report["phases"]):
+        label = f"{index + 1} ({row['slots']})"
+        oracle_goodput, oracle_rate = row["oracle_goodput_per_s"], row["oracle_rate"]
+        blank = ""
+        print(f"{label:>6} {'oracle':>11} {oracle_goodput:>10.2f} {'1.000':>10} {blank:>21} {oracle_rate:>6}")
+        for name in runs:
+            f = row[name]
+            print(
+                f"{'':>6} {name:>11} {f['goodput_per_s']:>10.2f} {f['goodput_vs_oracle']:>10.3f} "
+                f"{f['above_target_share']:>11.1%} {f['settle_seconds']:>9.1f} {f['rate_median']:>6}"
+            )
+    print("adaptive rate, each second:", " ".join(map(str, runs["adaptive"].rates)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
