@@ -30,14 +30,15 @@
 --   g < 1, `settle` after the last cut, unless, within 3 x settle of it, the
 --       p95 fell by a tenth since then or the app serves a tenth more than
 --       the value (either way what queued before is draining):
---       value = max(floor, g x min(value, served)), at least 1 less, where
---       served is what the app serves now, in visitors: its responses a
---       second since the last change over the responses per visitor it
---       made while healthy; `served` is remembered;
+--         admitting more than the app serves (`served`: its responses a
+--         second since the last change over the responses per admitted
+--         visitor, both faded over TAU_LONG): value = DRAIN x served (BBR's
+--         drain); else value = g x value (the gradient);
+--       at least 1 less, never under the floor; `served` is remembered;
 --   g = 1, p95 under HEADROOM x target, visitors waiting (the value is what
 --       holds them back), `settle` after the last change (half of it in slow
 --       start):
---         below 0.9 x the remembered `served`: straight back there;
+--         below 0.9 x the remembered `served`: back there, at most doubling;
 --         nothing remembered and p95 under half the target, or not an
 --         eighth above where the last raise found it: x 1.5 (slow start,
 --         HyStart's exit rule); nothing remembered: + sqrt(value); else + 1 (probing past
@@ -53,10 +54,12 @@
 local BOUNDS = {5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000}
 local B = #BOUNDS + 1
 local TAU = 2500        -- ms: measurements fade with this time constant
+local TAU_LONG = 60000  -- ms: responses per admitted visitor fade with this one
 local INTERVAL = 1000   -- ms between looks at the figures
 local MIN_SAMPLES = 5   -- fewer (faded) responses than this is no evidence
 local HEADROOM = 0.9    -- raise only while the p95 is under this share of the target
-local MIN_GRADIENT = 0.25 -- the deepest single cut: to a quarter
+local MIN_GRADIENT = 0.5 -- the deepest single cut by the gradient: to half
+local DRAIN = 0.85      -- a cut when admitting more than the app serves: to this share of it
 
 advance()
 
@@ -75,24 +78,26 @@ for i = 2, #fields do
   write[#write + 1] = fields[i]
   write[#write + 1] = string.format('%.4f', v)
 end
--- Admissions faded the same way: responses per admitted visitor, learnt
--- while the app is healthy, turn the responses the app completes when it is
--- not into the visitors it can serve.
+-- Responses per admitted visitor, from both counts faded over a minute
+-- (long enough that the time between an admission and its requests
+-- averages out): it turns the responses the app completes into the
+-- visitors it serves.
 local admitted = tonumber(redis.call('HGET', KEYS[5], 'admitted')) or 0
-local seen_adm = redis.call('HMGET', h, 'adm', 'adm_seen', 'rpv', 'raw', 'since')
+local long = redis.call('HMGET', h, 'n_long', 'adm_long', 'adm_seen', 'raw', 'since')
+local fade_long = 1
+if got[1] then fade_long = math.exp(-math.max(0, now - tonumber(got[1])) / TAU_LONG) end
+local n_long = (tonumber(long[1]) or 0) * fade_long + (tonumber(ARGV[4]) or 0)
+local adm_long = (tonumber(long[2]) or 0) * fade_long + math.max(0, admitted - (tonumber(long[3]) or admitted))
+local rpv = nil
+if adm_long >= 1 then rpv = n_long / adm_long end
 -- Responses since the last change, not faded: the rate the app completes.
-local raw = (tonumber(seen_adm[4]) or 0) + (tonumber(ARGV[4]) or 0)
-local since = tonumber(seen_adm[5]) or now
-local adm = (tonumber(seen_adm[1]) or 0) * fade + math.max(0, admitted - (tonumber(seen_adm[2]) or admitted))
-local rpv = tonumber(seen_adm[3])
-write[#write + 1] = 'adm'
-write[#write + 1] = string.format('%.4f', adm)
-write[#write + 1] = 'adm_seen'
-write[#write + 1] = admitted
-write[#write + 1] = 'raw'
-write[#write + 1] = raw
-write[#write + 1] = 'since'
-write[#write + 1] = since
+local raw = (tonumber(long[4]) or 0) + (tonumber(ARGV[4]) or 0)
+local since = tonumber(long[5]) or now
+for _, pair in ipairs({{'n_long', string.format('%.4f', n_long)}, {'adm_long', string.format('%.4f', adm_long)},
+    {'adm_seen', admitted}, {'raw', raw}, {'since', since}}) do
+  write[#write + 1] = pair[1]
+  write[#write + 1] = pair[2]
+end
 redis.call('HSET', h, unpack(write))
 
 -- The q-quantile of a faded histogram whose first bucket is value_of[first]:
@@ -146,11 +151,6 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
       end
     end
     g = math.max(MIN_GRADIENT, g)
-    if g >= 1 and adm > 1 and now - since >= settle then
-      -- Healthy, and long enough after the last change that the responses
-      -- come from the visitors admitted since: learn them.
-      redis.call('HSET', h, 'rpv', string.format('%.4f', n / adm))
-    end
     -- `served`: what the app serves when it is overloaded (in the room's
     -- units: visitors per interval), remembered from the last cut.
     local served = tonumber(control[5])
@@ -175,15 +175,16 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
       reason = 'hold: ' .. why .. ', draining (admitting less than the app serves)'
     elseif g < 1 then
       if since_cut >= settle then
-        local base = value
         served = value
-        if serving then
-          -- The cut starts from what the app serves, not from the value
-          -- that overloaded it.
+        if serving and serving < value then
+          -- Admitting more than the app serves: a queue is growing. Admit
+          -- below what it serves, so the queue drains (BBR's drain).
           served = serving
-          base = math.min(value, serving)
+          new = math.floor(DRAIN * serving)
+        else
+          new = math.floor(g * value)
         end
-        new = math.max(adapt_floor, math.min(value - 1, math.floor(base * g)))
+        new = math.max(adapt_floor, math.min(value - 1, new))
         reason = 'cut: ' .. why
         redis.call('HSET', h, 'cut_at', now, 'served', served, 'cut_p95', p95)
         redis.call('HDEL', h, 'raise_p95')
@@ -201,8 +202,8 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
       reason = 'hold: healthy, the last change is still showing'
     else
       if served and value < math.floor(0.9 * served) then
-        new = math.floor(0.9 * served)
-        reason = 'raise: back to 0.9 x what the app served when overloaded'
+        new = math.min(math.floor(0.9 * served), math.max(value + 1, 2 * value))
+        reason = 'raise: back toward 0.9 x what the app served when overloaded'
       elseif not served and (p95 < target_ms / 2 or (control[7] and p95 <= 1.125 * tonumber(control[7]))) then
         -- Slow start while far under the target, or while raising has not
         -- moved the latency (HyStart leaves slow start when the round trip
@@ -225,7 +226,7 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
     -- What comes next is judged on what the app does after the change: the
     -- measurements start again (a trickle after a cut would otherwise be
     -- read through the slow responses of before it).
-    local fresh = {'n', 0, 'err', 0, 'raw', 0, 'since', now, 'adm', 0}
+    local fresh = {'n', 0, 'err', 0, 'raw', 0, 'since', now}
     for i = 1, B do
       fresh[#fresh + 1] = 'e' .. i
       fresh[#fresh + 1] = 0
