@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from queuegate import ConfigError, Store, StoreError
+from queuegate.settings import ROOM_SETTINGS
 from queuegate.simulate import Progress, simulate
 from queuegate.store import UnknownRoom
 
@@ -113,22 +114,7 @@ class BackOffice:
     async def configure(self, request: Request) -> Response:
         name = request.path_params["room"]
         changes = await _json(request)
-        allowed = {
-            "rate",
-            "per",
-            "capacity",
-            "session",
-            "status",
-            "method",
-            "abandon",
-            "challenge",
-            "target_ms",
-            "max_errors",
-            "floor",
-            "ceiling",
-            "settle",
-            "pinned",
-        }
+        allowed = {*ROOM_SETTINGS, "pinned"}  # every run-time setting; "pinned": None unpins
         unknown = sorted(set(changes) - allowed)
         if unknown:
             raise ConfigError(f"cannot set {', '.join(unknown)} here")

@@ -204,6 +204,9 @@ class QueueGate:
         self.answers = Answers(settings, self.pages, self.visitors, self.counters, self.challenges)
         self.endpoints = Endpoints(self)
         self.health = HealthReports(self.store, settings.rooms)
+        # Measure around the whole app: for "app" signals, and for rooms with
+        # a target that a dependency or decorator may gate further in.
+        self._measure_all = any(room.target is not None for room in settings.rooms)
         self._last_failure_log = 0.0
 
     # -- routing -----------------------------------------------------------
@@ -226,7 +229,7 @@ class QueueGate:
                 return
             if self.route_bound and kind == "http":
                 send = self._route_send(scope, send)
-            if kind == "http" and self.health.app_rooms:
+            if kind == "http" and self._measure_all:
                 await self.health.forward(self.health.app_rooms, self.app, scope, receive, send)
                 return
         elif kind == "lifespan" and self._owns_client:

@@ -23,7 +23,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .settings import Room
 from .store import Store, StoreError
 
-__all__ = ["BOUNDS_MS", "HealthReports", "Tally"]
+__all__ = ["BOUNDS_MS", "MEASURED_KEY", "HealthReports", "Tally"]
+
+# Rooms that gating further in (a FastAPI dependency, a Django decorator)
+# found a request to count for, for the measurement around the whole app.
+MEASURED_KEY = "queuegate.measured"
 
 logger = logging.getLogger("queuegate")
 
@@ -74,11 +78,13 @@ class HealthReports:
         try:
             await app(scope, receive, timed_send)
         except BaseException:
-            self._add(rooms, start, first, True)
+            self._add((*rooms, *scope.get(MEASURED_KEY, ())), start, first, True)
             raise
-        self._add(rooms, start, first, status >= 500)
+        self._add((*rooms, *scope.get(MEASURED_KEY, ())), start, first, status >= 500)
 
     def _add(self, rooms: tuple[Room, ...], start: float, first: float, failed: bool) -> None:
+        if not rooms:
+            return
         end_ms = (time.perf_counter() - start) * 1000
         first_ms = (first - start) * 1000 if first else end_ms
         for room in rooms:

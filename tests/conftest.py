@@ -287,3 +287,17 @@ async def call_asgi(app: ASGIApp, scope: dict[str, Any]) -> tuple[int, dict[str,
     await app(scope, receive, send)
     headers = {k.decode(): v.decode() for k, v in sent[0]["headers"]}
     return int(sent[0]["status"]), headers, b"".join(m.get("body", b"") for m in sent[1:])
+
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium (Debian's) through Playwright, for a test module."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium_or_skip(), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

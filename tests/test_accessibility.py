@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
-
-import pytest
 
 from queuegate import QueueGate, Room
 
@@ -23,7 +20,7 @@ from .conftest import SECRET, call_asgi, chromium_or_skip, http_scope, ok_app
 CHROMIUM = chromium_or_skip()
 
 from axe_playwright_python.sync_playwright import Axe  # noqa: E402
-from playwright.sync_api import Browser, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser  # noqa: E402
 
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
 
@@ -73,17 +70,6 @@ def gate_pages(redis_url: str, accept_language: str = "en") -> dict[str, str]:
     # In a thread of its own: Playwright's sync API runs an event loop here.
     with ThreadPoolExecutor(1) as thread:
         return thread.submit(asyncio.run, collect()).result()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
-        )
-        yield launched
-        launched.close()
 
 
 # English in both schemes at both widths; Korean and Arabic (right to left)

@@ -18,20 +18,9 @@ from .conftest import SECRET, chromium_or_skip, lifespan_app, served
 
 CHROMIUM = chromium_or_skip()
 
-from playwright.sync_api import Browser, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser  # noqa: E402
 
 DIFFICULTY = 20_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
-        )
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

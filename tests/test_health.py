@@ -265,3 +265,33 @@ def test_end_to_end_a_slower_endpoint_slows_admissions(redis_url: str) -> None:
     assert before[-1] >= 40
     assert min(after) < 40, after  # cut within 20 s (INTERVAL 2 s, the faded p95 crossing 100 ms)
     assert took < 40
+
+
+async def test_routes_gated_by_a_fastapi_dependency_are_measured(redis_url: str) -> None:
+    from fastapi import Depends, FastAPI
+
+    from queuegate.integrations.fastapi import queue
+
+    from .conftest import client_for
+
+    api = FastAPI()
+
+    @api.get("/buy", dependencies=[Depends(queue("shop"))])
+    async def buy() -> dict[str, str]:
+        return {"ok": "yes"}
+
+    @api.get("/other")
+    async def other() -> dict[str, str]:
+        return {"ok": "yes"}
+
+    shop = Room("shop", rate=100, per=1.0, target=Health(p95_ms=100))
+    gate = QueueGate(api, rooms=[shop], secret_key=SECRET, redis=redis_url, environ={})
+    try:
+        async with client_for(gate) as client:
+            assert (await client.get("/buy")).status_code == 200
+            assert (await client.get("/other")).status_code == 200
+        tallies = gate.health._tallies
+        assert list(tallies) == [shop]
+        assert tallies[shop].responses == 1  # /buy, not /other
+    finally:
+        await gate.aclose()

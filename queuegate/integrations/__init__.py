@@ -22,6 +22,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..gate import HEADERS_KEY, Admission, QueueGate
+from ..health import MEASURED_KEY
 from ..pages import Page
 from ..settings import Room
 
@@ -75,5 +76,8 @@ async def check_route(
     if page is None:
         if headers:
             scope[HEADERS_KEY] = [*scope.get(HEADERS_KEY, ()), *headers]
+        if room.target is not None and room.target.signal == "room":
+            # The middleware's measurement around the app counts it here.
+            scope[MEASURED_KEY] = (*scope.get(MEASURED_KEY, ()), room)
         return None
     return Page(page.status, [*page.headers, *headers], page.body)
