@@ -9,7 +9,8 @@ The backend: three gated pages (``/shop/browse``, ``/shop/cart``,
 POOL_TIMEOUT_S for a place fails with 503, as with a database pool). Its capacity changes
 in three phases: 8 slots, then 3, then 12 (32, 12 and 48 requests a second).
 Virtual visitors arrive at ARRIVALS a second (Poisson, the same seeded
-arrivals in every run), join the room's line, poll as the page does, and
+arrivals in every run), join the room's line, poll as the page does (giving
+up after PATIENCE_S), and
 once in make three requests (browse, cart, pay) THINK_S apart; a request
 slower than REQUEST_TIMEOUT_S loses the purchase. A purchase is goodput.
 
@@ -52,11 +53,12 @@ from .speed import uvicorn_server
 TARGET_MS = 600
 WORK_MS = 250
 PHASES = (8, 3, 12)  # slots: 32, 12, 48 requests a second (10.7, 4 and 16 visitors)
-ARRIVALS = 25.0  # visitors a second
+ARRIVALS = 20.0  # visitors a second
 THINK_S = 0.3
 REQUEST_TIMEOUT_S = 3.0
 POOL_TIMEOUT_S = 2.0
 POLL_S = 0.5
+PATIENCE_S = 60.0  # a visitor waits this long at most (bounds the line, and the load generator)
 SETTLE_S = 6.0
 STEPS = ("browse", "cart", "pay")
 JSON = {"accept": "application/json"}
@@ -137,6 +139,7 @@ async def visitor(base: str, transport: httpx.AsyncHTTPTransport, record: Record
         first = await client.get("/shop/browse", headers=JSON)
         if first.status_code != 200:
             answer = first.json()
+            gives_up = time.monotonic() + PATIENCE_S
             while answer.get("state") in ("waiting", "prequeue"):
                 # The page's stream tells a visitor near the front (fewer than
                 # 20 ahead) at once, and one further back at the poll interval
@@ -144,8 +147,8 @@ async def visitor(base: str, transport: httpx.AsyncHTTPTransport, record: Record
                 pause = float(answer.get("poll_after_seconds", 1))
                 if (answer.get("ahead") or 0) < 20:
                     pause = min(pause, POLL_S)
-                if time.monotonic() + pause > stop:
-                    return
+                if time.monotonic() + pause > min(stop, gives_up):
+                    return  # the run ends, or the visitor gives up waiting
                 await asyncio.sleep(pause)
                 answer = (await client.get(answer["status_url"], headers=JSON)).json()
             if answer.get("state") != "active":
