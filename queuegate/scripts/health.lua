@@ -28,12 +28,13 @@
 --   g = clamp(target / p95, MIN_GRADIENT, 1), lowered further, to the same
 --       floor, in proportion when the error rate is over its maximum;
 --   g < 1, `settle` after the last cut, unless, within 3 x settle of it, the
---       p95 fell by a tenth since then or the app serves a tenth more than
---       the value (either way what queued before is draining):
---         admitting more than the app serves (`served`: its responses a
---         second since the last change over the responses per admitted
---         visitor, both faded over TAU_LONG): value = DRAIN x served (BBR's
---         drain); else value = g x value (the gradient);
+--       p95 is still falling (by a twentieth since the last look) or the app
+--       serves a tenth more than the value (either way what queued before is
+--       draining):
+--         value = g x min(value, served), where `served` is what the app
+--         serves now, in visitors: its responses a second since the last
+--         change over the responses per admitted visitor (both faded over
+--         TAU_LONG) (BBR's delivery rate: the cut drains the queue);
 --       at least 1 less, never under the floor; `served` is remembered;
 --   g = 1, p95 under HEADROOM x target, visitors waiting (the value is what
 --       holds them back), `settle` after the last change (half of it in slow
@@ -41,9 +42,9 @@
 --         below 0.9 x the remembered `served`: back there, at most doubling;
 --         nothing remembered and p95 under half the target, or not an
 --         eighth above where the last raise found it: x 1.5 (slow start,
---         HyStart's exit rule); nothing remembered: + sqrt(value); else + 1 (probing past
---         the last overload); passing `served` forgets it (the app got
---         faster); never above the ceiling.
+--         HyStart's exit rule); nothing remembered: + sqrt(value); else + 1
+--         (probing past the last overload); passing `served` forgets it
+--         (the app got faster); never above the ceiling.
 --   Otherwise the value holds: no evidence, no change.
 -- The value is the room's rate (visitors per interval) or, in a room without
 -- a rate, its capacity; it is written where `configure` writes it, so the
@@ -58,8 +59,7 @@ local TAU_LONG = 60000  -- ms: responses per admitted visitor fade with this one
 local INTERVAL = 1000   -- ms between looks at the figures
 local MIN_SAMPLES = 5   -- fewer (faded) responses than this is no evidence
 local HEADROOM = 0.9    -- raise only while the p95 is under this share of the target
-local MIN_GRADIENT = 0.5 -- the deepest single cut by the gradient: to half
-local DRAIN = 0.85      -- a cut when admitting more than the app serves: to this share of it
+local MIN_GRADIENT = 0.25 -- the deepest single cut: to a quarter
 
 advance()
 
@@ -121,7 +121,7 @@ end
 
 local field, value = 'capacity', capacity
 if rate > 0 then field, value = 'rate', rate end
-local control = redis.call('HMGET', h, 'adapt_at', 'changed_at', 'reason', 'cut_at', 'served', 'cut_p95',
+local control = redis.call('HMGET', h, 'adapt_at', 'changed_at', 'reason', 'cut_at', 'served', 'p95_ms',
   'raise_p95')
 local reason = control[3] or ''
 
@@ -164,12 +164,12 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
     -- Only while the last change was that cut (a raise since ends it).
     local after_cut = control[4] and tonumber(control[4]) >= (tonumber(control[2]) or 0)
       and since_cut < 3 * settle
-    local improving = after_cut and control[6] and p95 < 0.9 * tonumber(control[6])
-    if g < 1 and improving then
-      -- Still over, but well down since the last cut: what was queued
-      -- before it is draining. Another cut now would overshoot (TIMELY and
-      -- Vegas read the latency's trend for the same reason).
-      reason = 'hold: ' .. why .. ', and falling since the last cut'
+    local falling = after_cut and control[6] and p95 < 0.95 * tonumber(control[6])
+    if g < 1 and falling then
+      -- Still over, but falling since the last look: what was queued
+      -- before the cut is draining. Another cut now would overshoot (TIMELY
+      -- and Vegas read the latency's trend for the same reason).
+      reason = 'hold: ' .. why .. ', and falling'
     elseif g < 1 and after_cut and serving and serving >= 1.1 * value then
       -- Admitting less than the app serves: the queue is draining.
       reason = 'hold: ' .. why .. ', draining (admitting less than the app serves)'
@@ -177,16 +177,14 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
       if since_cut >= settle then
         served = value
         if serving and serving < value then
-          -- Admitting more than the app serves: a queue is growing. Admit
-          -- below what it serves, so the queue drains (BBR's drain).
+          -- Admitting more than the app serves: a queue is growing. The cut
+          -- starts from what it serves, not from the value that overloaded
+          -- it, so the queue drains (BBR's drain).
           served = serving
-          new = math.floor(DRAIN * serving)
-        else
-          new = math.floor(g * value)
         end
-        new = math.max(adapt_floor, math.min(value - 1, new))
+        new = math.max(adapt_floor, math.min(value - 1, math.floor(g * served)))
         reason = 'cut: ' .. why
-        redis.call('HSET', h, 'cut_at', now, 'served', served, 'cut_p95', p95)
+        redis.call('HSET', h, 'cut_at', now, 'served', served)
         redis.call('HDEL', h, 'raise_p95')
       else
         reason = 'hold: ' .. why .. ', the last cut is still showing'
