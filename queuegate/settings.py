@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -18,12 +17,30 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from .i18n import LANGUAGES
+from .checks import (
+    ROOM_SETTINGS,
+    STATUSES,
+    ConfigError,
+    _seconds,
+    _whole,
+    check_language,
+    check_room_setting,
+)
+from .target import CONTROLLER_SETTINGS, Health
 
-__all__ = ["BINDINGS", "STATUSES", "ConfigError", "Health", "Room", "Settings", "check_room_setting"]
+# ConfigError, ROOM_SETTINGS, STATUSES, check_room_setting (queuegate.checks)
+# and Health (queuegate.target) are named here too, where callers import them.
+__all__ = [
+    "BINDINGS",
+    "ROOM_SETTINGS",
+    "STATUSES",
+    "ConfigError",
+    "Health",
+    "Room",
+    "Settings",
+    "check_room_setting",
+]
 
-STATUSES = ("open", "paused", "queue_all", "passthrough", "closed")
-METHODS = ("fifo", "random")
 BINDINGS = ("network", "user_agent")  # what a cookie may be bound to
 WAITING_STATUS_CODES = (200, 429, 503)
 ROOM_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
@@ -32,182 +49,6 @@ MIN_SECRET_LENGTH = 16
 
 FailMode = Literal["closed", "open"]
 
-
-class ConfigError(ValueError):
-    """A setting is missing or wrong. The message names the setting."""
-
-
-def _whole(name: str, value: Any, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    return value
-
-
-def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(f"{name} must be a number of seconds {bound}, got {value!r}")
-    return float(value)
-
-
-def check_room_setting(name: str, value: Any) -> str:
-    """Validate one run-time room setting; return it as the script stores it.
-
-    The single place where the values of rate, per, capacity, session, sliding,
-    abandon, max_step and status are checked, for ``Room(...)`` and for
-    changes made while the room runs. Durations are seconds in Python and
-    whole milliseconds in Redis.
-    """
-    if name in ("rate", "capacity", "client_limit"):
-        return str(_whole(name, value))
-    if name in ("target_ms", "ceiling"):
-        return str(_whole(name, value))
-    if name == "floor":
-        return str(_whole(name, value, 1))
-    if name == "max_errors":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
-        if not ok:
-            raise ConfigError(f"max_errors must be a share between 0 and 1 (0.02 = 2 %), got {value!r}")
-        return repr(float(value))
-    if name == "challenge":
-        if _whole(name, value) > MAX_CHALLENGE:
-            raise ConfigError(f"challenge must be at most {MAX_CHALLENGE:,} (0 = none), got {value!r}")
-        return str(value)
-    if name == "max_step":
-        return str(_whole(name, value, 1))
-    if name in ("per", "session", "settle"):
-        return str(max(1, round(_seconds(name, value) * 1000)))
-    if name in ("abandon", "forget"):
-        return str(round(_seconds(name, value, allow_zero=True) * 1000))
-    if name == "sliding":
-        if not isinstance(value, bool):
-            raise ConfigError(f"sliding must be True or False, got {value!r}")
-        return "1" if value else "0"
-    if name == "status":
-        if value not in STATUSES:
-            raise ConfigError(f"status must be one of {', '.join(STATUSES)}, got {value!r}")
-        return str(value)
-    if name == "method":
-        if value not in METHODS:
-            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {value!r}")
-        return str(value)
-    if name == "opens_at":
-        return str(_opening_ms(value))
-    raise ConfigError(f"unknown room setting {name!r}")
-
-
-def check_language(name: str, value: Any) -> str | None:
-    """A shipped language's catalog name (``ko``, ``zh_Hant``), or None."""
-    if value is None:
-        return None
-    if value not in LANGUAGES:
-        raise ConfigError(
-            f"{name} must be one of {', '.join(LANGUAGES)} (or None: the visitor's), got {value!r}"
-        )
-    return str(value)
-
-
-def _opening_ms(value: Any) -> int:
-    """An opening time as epoch ms: a timezone-aware datetime, an ISO 8601 text
-    with a zone, epoch seconds, or None/0 for no scheduled opening."""
-    if value is None or value == 0:
-        return 0
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise ConfigError(f"opens_at must be an ISO 8601 time, got {value!r}") from None
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ConfigError(f"opens_at needs a time zone, like 2026-12-01T10:00:00+00:00, got {value}")
-        return round(value.timestamp() * 1000)
-    return round(_seconds("opens_at", value) * 1000)
-
-
-# In the order advance.lua reads them from a room's packed defaults.
-ROOM_SETTINGS = (
-    "rate",
-    "per",
-    "capacity",
-    "session",
-    "sliding",
-    "abandon",
-    "max_step",
-    "status",
-    "method",
-    "opens_at",
-    "client_limit",
-    "forget",
-    "challenge",
-    # The admission controller's (see Health): from Room.target.
-    "target_ms",
-    "max_errors",
-    "floor",
-    "ceiling",
-    "settle",
-)
-
-# Set through Room(target=Health(...)), not as Room fields of their own.
-CONTROLLER_SETTINGS = ("target_ms", "max_errors", "floor", "ceiling", "settle")
-
-Signal = Literal["room", "app"]
-
-
-@dataclass(frozen=True)
-class Health:
-    """A room's health target: admission follows the app's health instead of
-    a fixed number (see ``queuegate/scripts/health.lua`` for the law).
-
-    The controller keeps the p95 of the time to the end of the responses the
-    gate forwards under ``p95_ms`` and their share of errors (5xx, exceptions)
-    under ``max_error_rate``, by setting the room's rate (or, in a room
-    without a rate, its capacity) between ``floor`` and ``ceiling`` (None: no
-    upper bound). The room's own ``rate``/``capacity`` is where it starts.
-    ``signal="room"`` measures the room's own paths; ``"app"`` every request
-    the gate forwards (the pages a checkout slows down too). ``settle`` is
-    the least time (seconds) between two changes: about how long a newly
-    admitted visitor keeps making requests plus a few seconds, so that each
-    change shows in the measurements before the next one.
-    """
-
-    p95_ms: float
-    max_error_rate: float = 0.02
-    floor: int = 1
-    ceiling: int | None = None
-    signal: Signal = "room"
-    settle: float = 10.0
-
-    def __post_init__(self) -> None:
-        ok = isinstance(self.p95_ms, (int, float)) and not isinstance(self.p95_ms, bool)
-        if not ok or not math.isfinite(self.p95_ms) or self.p95_ms < 1:
-            raise ConfigError(f"Health: p95_ms must be a number of milliseconds >= 1, got {self.p95_ms!r}")
-        if self.signal not in ("room", "app"):
-            raise ConfigError(f"Health: signal must be 'room' or 'app', got {self.signal!r}")
-        try:
-            check_room_setting("max_errors", self.max_error_rate)
-            check_room_setting("floor", self.floor)
-            check_room_setting("ceiling", self.ceiling or 0)
-            check_room_setting("settle", self.settle)
-        except ConfigError as exc:
-            raise ConfigError(f"Health: {exc}") from None
-        if self.ceiling is not None and self.ceiling < self.floor:
-            raise ConfigError(f"Health: ceiling {self.ceiling} is below floor {self.floor}")
-
-    def settings(self) -> dict[str, Any]:
-        """As the room's run-time settings."""
-        return {
-            "target_ms": round(self.p95_ms),
-            "max_errors": self.max_error_rate,
-            "floor": self.floor,
-            "ceiling": self.ceiling or 0,
-            "settle": self.settle,
-        }
-
-
-# The hardest proof of work a room may ask: about a minute of a phone's time
-# (see the README's figures); more would lock out the visitors it protects.
-MAX_CHALLENGE = 10_000_000
 
 # How long a room made from a template lives on after its last call, beyond
 # its longest session, wait or interval: long enough that nobody inside or in

@@ -1,0 +1,137 @@
+"""The run-time settings of a room, checked: one place that says which values
+``rate``, ``per``, ``capacity`` and the rest may take, as ``Room(...)`` gives
+them and as operators change them while the room runs."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from .i18n import LANGUAGES
+
+__all__ = ["METHODS", "ROOM_SETTINGS", "STATUSES", "ConfigError", "check_language", "check_room_setting"]
+
+STATUSES = ("open", "paused", "queue_all", "passthrough", "closed")
+METHODS = ("fifo", "random")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or wrong. The message names the setting."""
+
+
+# The hardest proof of work a room may ask: about a minute of a phone's time
+# (see the README's figures); more would lock out the visitors it protects.
+MAX_CHALLENGE = 10_000_000
+
+
+def _whole(name: str, value: Any, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{name} must be a number of seconds {bound}, got {value!r}")
+    return float(value)
+
+
+def check_room_setting(name: str, value: Any) -> str:
+    """Validate one run-time room setting; return it as the script stores it.
+
+    The single place where the values of rate, per, capacity, session, sliding,
+    abandon, max_step and status are checked, for ``Room(...)`` and for
+    changes made while the room runs. Durations are seconds in Python and
+    whole milliseconds in Redis.
+    """
+    if name in ("rate", "capacity", "client_limit"):
+        return str(_whole(name, value))
+    if name in ("target_ms", "ceiling"):
+        return str(_whole(name, value))
+    if name == "floor":
+        return str(_whole(name, value, 1))
+    if name == "max_errors":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+        if not ok:
+            raise ConfigError(f"max_errors must be a share between 0 and 1 (0.02 = 2 %), got {value!r}")
+        return repr(float(value))
+    if name == "challenge":
+        if _whole(name, value) > MAX_CHALLENGE:
+            raise ConfigError(f"challenge must be at most {MAX_CHALLENGE:,} (0 = none), got {value!r}")
+        return str(value)
+    if name == "max_step":
+        return str(_whole(name, value, 1))
+    if name in ("per", "session", "settle"):
+        return str(max(1, round(_seconds(name, value) * 1000)))
+    if name in ("abandon", "forget"):
+        return str(round(_seconds(name, value, allow_zero=True) * 1000))
+    if name == "sliding":
+        if not isinstance(value, bool):
+            raise ConfigError(f"sliding must be True or False, got {value!r}")
+        return "1" if value else "0"
+    if name == "status":
+        if value not in STATUSES:
+            raise ConfigError(f"status must be one of {', '.join(STATUSES)}, got {value!r}")
+        return str(value)
+    if name == "method":
+        if value not in METHODS:
+            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {value!r}")
+        return str(value)
+    if name == "opens_at":
+        return str(_opening_ms(value))
+    raise ConfigError(f"unknown room setting {name!r}")
+
+
+def check_language(name: str, value: Any) -> str | None:
+    """A shipped language's catalog name (``ko``, ``zh_Hant``), or None."""
+    if value is None:
+        return None
+    if value not in LANGUAGES:
+        raise ConfigError(
+            f"{name} must be one of {', '.join(LANGUAGES)} (or None: the visitor's), got {value!r}"
+        )
+    return str(value)
+
+
+def _opening_ms(value: Any) -> int:
+    """An opening time as epoch ms: a timezone-aware datetime, an ISO 8601 text
+    with a zone, epoch seconds, or None/0 for no scheduled opening."""
+    if value is None or value == 0:
+        return 0
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"opens_at must be an ISO 8601 time, got {value!r}") from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ConfigError(f"opens_at needs a time zone, like 2026-12-01T10:00:00+00:00, got {value}")
+        return round(value.timestamp() * 1000)
+    return round(_seconds("opens_at", value) * 1000)
+
+
+# In the order advance.lua reads them from a room's packed defaults.
+ROOM_SETTINGS = (
+    "rate",
+    "per",
+    "capacity",
+    "session",
+    "sliding",
+    "abandon",
+    "max_step",
+    "status",
+    "method",
+    "opens_at",
+    "client_limit",
+    "forget",
+    "challenge",
+    # The admission controller's (see Health): from Room.target.
+    "target_ms",
+    "max_errors",
+    "floor",
+    "ceiling",
+    "settle",
+)

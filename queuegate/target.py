@@ -1,0 +1,71 @@
+"""A room's health target (``Room(target=Health(...))``): what admission
+that follows the app's health keeps the app's responses under. The law
+itself is in ``queuegate/scripts/health.lua``; the measuring in
+``queuegate/health.py``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .checks import ConfigError, check_room_setting
+
+__all__ = ["CONTROLLER_SETTINGS", "Health"]
+
+
+# Set through Room(target=Health(...)), not as Room fields of their own.
+CONTROLLER_SETTINGS = ("target_ms", "max_errors", "floor", "ceiling", "settle")
+
+Signal = Literal["room", "app"]
+
+
+@dataclass(frozen=True)
+class Health:
+    """A room's health target: admission follows the app's health instead of
+    a fixed number (see ``queuegate/scripts/health.lua`` for the law).
+
+    The controller keeps the p95 of the time to the end of the responses the
+    gate forwards under ``p95_ms`` and their share of errors (5xx, exceptions)
+    under ``max_error_rate``, by setting the room's rate (or, in a room
+    without a rate, its capacity) between ``floor`` and ``ceiling`` (None: no
+    upper bound). The room's own ``rate``/``capacity`` is where it starts.
+    ``signal="room"`` measures the room's own paths; ``"app"`` every request
+    the gate forwards (the pages a checkout slows down too). ``settle`` is
+    the least time (seconds) between two changes: about how long a newly
+    admitted visitor keeps making requests plus a few seconds, so that each
+    change shows in the measurements before the next one.
+    """
+
+    p95_ms: float
+    max_error_rate: float = 0.02
+    floor: int = 1
+    ceiling: int | None = None
+    signal: Signal = "room"
+    settle: float = 10.0
+
+    def __post_init__(self) -> None:
+        ok = isinstance(self.p95_ms, (int, float)) and not isinstance(self.p95_ms, bool)
+        if not ok or not math.isfinite(self.p95_ms) or self.p95_ms < 1:
+            raise ConfigError(f"Health: p95_ms must be a number of milliseconds >= 1, got {self.p95_ms!r}")
+        if self.signal not in ("room", "app"):
+            raise ConfigError(f"Health: signal must be 'room' or 'app', got {self.signal!r}")
+        try:
+            check_room_setting("max_errors", self.max_error_rate)
+            check_room_setting("floor", self.floor)
+            check_room_setting("ceiling", self.ceiling or 0)
+            check_room_setting("settle", self.settle)
+        except ConfigError as exc:
+            raise ConfigError(f"Health: {exc}") from None
+        if self.ceiling is not None and self.ceiling < self.floor:
+            raise ConfigError(f"Health: ceiling {self.ceiling} is below floor {self.floor}")
+
+    def settings(self) -> dict[str, Any]:
+        """As the room's run-time settings."""
+        return {
+            "target_ms": round(self.p95_ms),
+            "max_errors": self.max_error_rate,
+            "floor": self.floor,
+            "ceiling": self.ceiling or 0,
+            "settle": self.settle,
+        }
