@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("room")
     show.add_argument("--visitors", type=int, default=5, help="how many waiting and active ids to list")
     show.add_argument("--json", action="store_true")
+    show.add_argument(
+        "--minutes", type=int, default=60, help="how many one-minute points of the line to give with --json"
+    )
 
     change = commands.add_parser("set", help="change a room's run-time settings")
     change.add_argument("room")
@@ -134,12 +137,24 @@ async def _list(store: Store, args: argparse.Namespace) -> str:
 async def _show(store: Store, args: argparse.Namespace) -> str:
     stats = _readable(await store.stats(args.room))
     visitors = await store.visitors(args.room, args.visitors)
+    figures = await store.analytics(args.room, minutes=args.minutes)
     if args.json:
-        return json.dumps({"room": args.room, **stats, "visitors": visitors})
+        return json.dumps({"room": args.room, **stats, "visitors": visitors, "analytics": figures})
     lines = [f"room {args.room}"] + [f"  {key}: {value}" for key, value in stats.items()]
     lines.append(f"  first waiting: {', '.join(v for v, _ in visitors['waiting']) or '-'}")
     lines.append(f"  active: {', '.join(v for v, _ in visitors['active']) or '-'}")
+    for kind, waits in figures["waits"].items():
+        quantiles = ", ".join(f"{q} {_seconds(waits[q + '_ms'])}" for q in ("p50", "p90", "p99"))
+        who = "admitted" if kind == "admitted" else "who gave up"
+        lines.append(f"  waits of those {who}: {waits['count']} ({quantiles})")
+    estimate = figures["estimate"]
+    share = "-" if estimate["share"] is None else f"{estimate['share']:.0%}"
+    lines.append(f"  estimates within 20 % of the real wait: {share} of {estimate['checked']}")
     return "\n".join(lines)
+
+
+def _seconds(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.0f} s"
 
 
 async def _set(store: Store, args: argparse.Namespace) -> str:

@@ -4,7 +4,10 @@
     app.mount("/metrics", metrics_app(store))   # needs queuegate[prometheus]
 
 Each scrape runs the stats script once per room (every room with state in
-Redis, template rooms included), so the figures are current.
+Redis, template rooms included), so the figures are current, and reads the
+room's wait analytics (``queuegate.analytics``): the histogram
+``queuegate_wait_seconds{room, outcome="admitted"|"gave_up"}`` and the gauge
+``queuegate_estimate_accurate_ratio``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ from .store import Store, StoreError
 
 try:
     from prometheus_client import CollectorRegistry, generate_latest
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        Metric,
+    )
     from prometheus_client.exposition import CONTENT_TYPE_LATEST
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
@@ -57,8 +65,9 @@ COUNTERS = {
 class _Snapshot:
     """A one-shot collector over stats already fetched."""
 
-    def __init__(self, rooms: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, rooms: dict[str, dict[str, Any]], analytics: dict[str, dict[str, Any]]) -> None:
         self.rooms = rooms
+        self.analytics = analytics
 
     def collect(self) -> Iterator[Metric]:
         for name, text in GAUGES.items():
@@ -75,6 +84,28 @@ class _Snapshot:
         for room, stats in self.rooms.items():
             state.add_metric([room], 1.0 if stats["status"] == "open" else 0.0)
         yield state
+        waits = HistogramMetricFamily(
+            "queuegate_wait_seconds",
+            "How long visitors waited: until admitted, or until they left or went silent (gave_up)",
+            labels=["room", "outcome"],
+        )
+        accurate = GaugeMetricFamily(
+            "queuegate_estimate_accurate_ratio",
+            "Share of those admitted from the line whose estimate at joining was within 20 % of their wait"
+            " (-1: none yet)",
+            labels=["room"],
+        )
+        for room, figures in self.analytics.items():
+            for outcome, histogram in figures["waits"].items():
+                cumulative, buckets = 0, []
+                for bound, n in zip([*histogram["bounds_ms"], None], histogram["counts"], strict=True):
+                    cumulative += n
+                    buckets.append(("+Inf" if bound is None else str(bound / 1000), float(cumulative)))
+                waits.add_metric([room, outcome], buckets, histogram["sum_ms"] / 1000)
+            share = figures["estimate"]["share"]
+            accurate.add_metric([room], -1.0 if share is None else float(share))
+        yield waits
+        yield accurate
 
 
 def _value(stats: dict[str, Any], name: str) -> float:
@@ -93,8 +124,9 @@ def _value(stats: dict[str, Any], name: str) -> float:
 async def metrics_text(store: Store, rooms: Iterable[str] | None = None) -> bytes:
     names = list(rooms) if rooms is not None else await store.room_names()
     snapshot = {name: await store.stats(name) for name in names}
+    analytics = {name: await store.analytics(name, minutes=0) for name in names}
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(snapshot))
+    registry.register(_Snapshot(snapshot, analytics))
     return bytes(generate_latest(registry))
 
 

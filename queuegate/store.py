@@ -21,6 +21,7 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, RedisError
 
+from .analytics import summarise
 from .challenges import Proof
 from .connections import Client, connect, redacted
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
@@ -73,12 +74,12 @@ class Outcome:
 
 # Each operation is one script: the clock, the shared rules, its own part.
 SCRIPTS = {
-    "enter": ("clock", "inside", "advance", "enter"),
-    "remove": ("clock", "advance", "remove"),
-    "stats": ("clock", "advance", "stats"),
-    "configure": ("clock", "advance", "configure"),
-    "drain": ("clock", "advance", "drain"),
-    "health": ("clock", "advance", "health"),
+    "enter": ("clock", "inside", "analytics", "advance", "enter"),
+    "remove": ("clock", "analytics", "advance", "remove"),
+    "stats": ("clock", "analytics", "advance", "stats"),
+    "configure": ("clock", "analytics", "advance", "configure"),
+    "drain": ("clock", "analytics", "advance", "drain"),
+    "health": ("clock", "analytics", "advance", "health"),
 }
 
 
@@ -393,7 +394,7 @@ class Store:
     async def seed(self, room: RoomRef) -> str | None:
         """The room's secret seed, to publish after the draw so anyone can check it."""
         name = room if isinstance(room, str) else room.name
-        value = await self._guard(self.client.hget(self.keys(name)[4], "seed"))
+        value = await self.guard(self.client.hget(self.keys(name)[4], "seed"))
         return None if value is None else _text(value)
 
     async def visitors(self, room: RoomRef, count: int = 10) -> dict[str, list[tuple[str, int]]]:
@@ -401,12 +402,28 @@ class Store:
         expiry ms) visitors, for operators. Reads only; moves nothing."""
         name = room if isinstance(room, str) else room.name
         keys = self.keys(name)
-        waiting = await self._guard(self.client.zrange(keys[1], 0, count - 1, withscores=True))
-        active = await self._guard(self.client.zrange(keys[3], 0, count - 1, withscores=True))
+        waiting = await self.guard(self.client.zrange(keys[1], 0, count - 1, withscores=True))
+        active = await self.guard(self.client.zrange(keys[3], 0, count - 1, withscores=True))
         return {
             "waiting": [(_text(m), int(score)) for m, score in waiting],
             "active": [(_text(m), int(score)) for m, score in active],
         }
+
+    async def analytics(self, room: RoomRef, minutes: int = 1440) -> dict[str, Any]:
+        """Waits of those admitted and of those who gave up, the estimate's
+        accuracy, and the last ``minutes`` one-minute points (the current,
+        partial minute last); see ``queuegate.analytics``. Reads only."""
+        name = room if isinstance(room, str) else room.name
+        base = self._base(name)
+        waits = await self.guard(self.client.hgetall(base + "waits"))
+        closed = minutes - 1
+        rows = await self.guard(self.client.lrange(base + "minutes", -closed, -1)) if closed > 0 else []
+        current = await self.guard(self.client.hget(self.keys(name)[4], "an_minute"))
+        return summarise(
+            {_text(k): int(v) for k, v in waits.items()},
+            [_text(row) for row in rows],
+            None if current is None else _text(current),
+        )
 
     async def room_names(self) -> list[str]:
         """Every room with state in Redis under this prefix (template rooms too)."""
@@ -420,7 +437,8 @@ class Store:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         return sorted(names)
 
-    async def _guard(self, call: Any) -> Any:
+    async def guard(self, call: Any) -> Any:
+        """Await a plain redis-py call; its failures become StoreError."""
         try:
             return await call
         except (RedisError, OSError) as exc:

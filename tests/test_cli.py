@@ -46,7 +46,13 @@ async def test_list_and_show(busy_room: str) -> None:
     assert (data[0]["room"], data[0]["waiting"], data[0]["per"]) == ("sale", 3, 60.0)
     shown = json.loads(cli("show", "sale", "--json", url=busy_room).stdout)
     assert len(shown["visitors"]["waiting"]) == 3
-    assert "rate: 2" in cli("show", "sale", url=busy_room).stdout
+    # Two went straight in (a wait of 0), three joined this minute.
+    assert shown["analytics"]["waits"]["admitted"]["count"] == 2
+    assert shown["analytics"]["minutes"][-1]["joined"] == 3
+    text = cli("show", "sale", url=busy_room).stdout
+    assert "rate: 2" in text
+    assert "waits of those admitted: 2 (p50 2 s" in text
+    assert "waits of those who gave up: 0" in text
 
 
 @pytest.mark.anyio

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queuegate import Room
+from queuegate import Health, Room
 from queuegate.metrics import metrics_app
 
 from .conftest import MakeGate, client_for
@@ -24,9 +28,11 @@ async def test_metrics_for_every_room(make_gate: MakeGate) -> None:
         response = await scraper.get("/")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
+    families = list(text_string_to_metric_families(response.text))
     samples = {
         (sample.name, sample.labels["room"]): sample.value
-        for family in text_string_to_metric_families(response.text)
+        for family in families
+        if family.type != "histogram"
         for sample in family.samples
     }
     assert samples[("queuegate_waiting", "sale")] == 1
@@ -35,6 +41,19 @@ async def test_metrics_for_every_room(make_gate: MakeGate) -> None:
     assert samples[("queuegate_admitted_total", "sale")] == 1
     assert samples[("queuegate_capacity", "t-7")] == 9
     assert samples[("queuegate_open", "sale")] == 1
+    # The wait histograms: the one admitted went straight in (a wait of 0).
+    (waits,) = [family for family in families if family.name == "queuegate_wait_seconds"]
+    assert waits.type == "histogram"
+    histogram = {
+        (s.name, s.labels["outcome"], s.labels.get("le")): s.value
+        for s in waits.samples
+        if s.labels["room"] == "sale"
+    }
+    assert histogram[("queuegate_wait_seconds_bucket", "admitted", "5.0")] == 1
+    assert histogram[("queuegate_wait_seconds_bucket", "admitted", "+Inf")] == 1
+    assert histogram[("queuegate_wait_seconds_count", "admitted", None)] == 1
+    assert histogram[("queuegate_wait_seconds_count", "gave_up", None)] == 0
+    assert samples[("queuegate_estimate_accurate_ratio", "sale")] == -1
 
 
 async def test_metrics_when_redis_is_down(make_gate: MakeGate) -> None:
@@ -42,3 +61,24 @@ async def test_metrics_when_redis_is_down(make_gate: MakeGate) -> None:
     async with client_for(metrics_app(gate.store)) as scraper:
         response = await scraper.get("/")
     assert response.status_code == 503
+
+
+async def test_the_grafana_dashboard_asks_only_for_metrics_the_exporter_serves(make_gate: MakeGate) -> None:
+    dashboard = json.loads((Path(__file__).parent.parent / "docs" / "grafana" / "queuegate.json").read_text())
+    room = Room("sale", paths=["/checkout*"], rate=1, per=60, target=Health(p95_ms=500))
+    gate = await make_gate(rooms=[room])
+    async with client_for(gate) as a, client_for(gate) as b:
+        await a.get("/checkout")
+        await b.get("/checkout")
+    async with client_for(metrics_app(gate.store)) as scraper:
+        text = (await scraper.get("/")).text
+    served = {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+    queries = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    assert len(queries) >= 10
+    assert all(panel["title"] for panel in dashboard["panels"])
+    named = {name for query in queries for name in re.findall(r"\bqueuegate_\w+", query)}
+    assert named, "no panel names a queuegate metric"
+    assert named <= served, f"panels ask for metrics the exporter does not serve: {sorted(named - served)}"
+    # The room variable too.
+    (room,) = [v for v in dashboard["templating"]["list"] if v["name"] == "room"]
+    assert set(re.findall(r"\bqueuegate_\w+", room["definition"])) <= served

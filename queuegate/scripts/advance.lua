@@ -1,7 +1,8 @@
 -- advance: the prelude of every queuegate script. store.py puts this text
--- (after clock.lua) in front of each operation's own script, so the rules of
--- the line live here once and every call brings the room up to date before it
--- answers. There is no scheduler: whoever asks next moves the line.
+-- (after clock.lua and analytics.lua) in front of each operation's own
+-- script, so the rules of the line live here once and every call brings the
+-- room up to date before it answers. There is no scheduler: whoever asks
+-- next moves the line.
 --
 -- KEYS (one room; all share the {room} hash tag so one call is one cluster slot)
 --   KEYS[1] seq      string  arrival counter (INCR): strict FIFO, no time ties
@@ -115,13 +116,16 @@ local function draw()
   return tonumber(string.sub(h, 1, 13), 16) / 4503599627370496 -- 16^13
 end
 
-local function note_admitted(n)
+-- `seqs`: the arrival numbers of those admitted from the line (nil when
+-- they went straight in).
+local function note_admitted(n, seqs)
   if n <= 0 then return end
   active_n = active_n + n
   if rate > 0 then tokens = tokens - n end
   win_count = win_count + n
   dirty = true
   redis.call('HINCRBY', KEYS[5], 'admitted', n)
+  analytics_admitted(n, seqs)
 end
 
 -- How many may enter now: limited by tokens, free capacity and `limit`.
@@ -133,23 +137,27 @@ local function room_for(limit)
 end
 
 -- Take `n` visitors out of the line: the head (fifo) or random ones.
+-- Returns their ids and arrival numbers.
 local function take(n)
+  local ids, seqs = {}, {}
   if method ~= 'random' then
     local heads = redis.call('ZPOPMIN', KEYS[2], n)
-    local ids = {}
-    for i = 1, #heads, 2 do ids[#ids + 1] = heads[i] end
-    return ids
+    for i = 1, #heads, 2 do
+      ids[#ids + 1] = heads[i]
+      seqs[#seqs + 1] = tonumber(heads[i + 1])
+    end
+    return ids, seqs
   end
-  local ids = {}
   local left = redis.call('ZCARD', KEYS[2])
   for _ = 1, math.min(n, left) do
     local index = math.floor(draw() * left)
-    local pick = redis.call('ZRANGE', KEYS[2], index, index)
+    local pick = redis.call('ZRANGE', KEYS[2], index, index, 'WITHSCORES')
     ids[#ids + 1] = pick[1]
+    seqs[#seqs + 1] = tonumber(pick[2])
     redis.call('ZREM', KEYS[2], pick[1])
     left = left - 1
   end
-  return ids
+  return ids, seqs
 end
 
 -- Tell the processes holding open streams that the room's line moved (the
@@ -157,7 +165,7 @@ end
 local published = false
 local function moved()
   if not published then
-    redis.call('PUBLISH', string.sub(KEYS[5], 1, -6) .. 'moved', now)
+    redis.call('PUBLISH', BASE .. 'moved', now)
     published = true
   end
 end
@@ -172,18 +180,20 @@ local function move_line()
   while budget > 0 do
     local free = room_for(budget)
     if free <= 0 then break end
-    local ids = take(free)
+    local ids, seqs = take(free)
     if #ids == 0 then break end
     local seen = redis.call('ZMSCORE', KEYS[3], unpack(ids))
     redis.call('ZREM', KEYS[3], unpack(ids))
-    local entries = {}
+    local entries, admitted = {}, {}
     for i, id in ipairs(ids) do
       local last = tonumber(seen[i])
       if abandon > 0 and last ~= nil and last <= now - abandon then
         abandoned = abandoned + 1
+        analytics_gave_up(seqs[i], last)
       else
         entries[#entries + 1] = now + session
         entries[#entries + 1] = id
+        admitted[#admitted + 1] = seqs[i]
       end
     end
     budget = budget - #ids
@@ -196,7 +206,7 @@ local function move_line()
       'head_took', (tonumber(got[2]) or 0) * fade + n,
       'head_skipped', (tonumber(got[3]) or 0) * fade + (#ids - n))
     if n > 0 then redis.call('ZADD', KEYS[4], unpack(entries)) end
-    note_admitted(n)
+    note_admitted(n, admitted)
     moved()
   end
   if abandoned > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned', abandoned) end
@@ -208,6 +218,7 @@ end
 -- the line. Every script calls it first (enter does not need it for a
 -- visitor who is simply inside: see inside.lua).
 local function advance()
+  analytics_load()
   local state = redis.call('HMGET', KEYS[5], 'tokens', 'refill_at', 'win_start', 'win_count',
     'win_prev', 'end_count', 'end_prev', 'seed', 'draws', 'shuffled')
   tokens, refill_at = tonumber(state[1]), tonumber(state[2])
@@ -380,6 +391,7 @@ local function save_state()
   if forget > 0 then
     for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], forget) end
   end
+  analytics_save(forget)
   if dirty then
     if rate > 0 then
       redis.call('HSET', KEYS[5], 'tokens', tokens, 'refill_at', refill_at)

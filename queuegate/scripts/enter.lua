@@ -81,7 +81,7 @@ else
   else
     local rank = redis.call('ZRANK', KEYS[2], id)
     local count = redis.call('ZCARD', KEYS[2])
-    local joined = 0
+    local joined, seq = 0, nil
     if rank then
       -- A reload or poll keeps the place and proves the visitor is still here.
       redis.call('ZADD', KEYS[3], now, id)
@@ -98,7 +98,7 @@ else
       result = {'active', now, id, now + session, 1}
     else
       -- A newcomer, or someone whose session ended or who left: the back.
-      local seq = redis.call('INCR', KEYS[1])
+      seq = redis.call('INCR', KEYS[1])
       redis.call('ZADD', KEYS[2], seq, id)
       redis.call('ZADD', KEYS[3], now, id)
       redis.call('HINCRBY', KEYS[5], 'joined', 1)
@@ -108,11 +108,16 @@ else
       local wait = opens_at - now
       local hash = redis.call('HGET', KEYS[5], 'seed_sha256') or ''
       result = {'prequeue', now, id, opens_at, count, poll_after(wait), joined, hash}
+      if joined == 1 then analytics_joined(seq, -1, nil) end
     elseif result == nil then
       local ahead = rank
       if method == 'random' then ahead = math.floor((count - 1) / 2) end
       local wait = eta(ahead)
       result = {'waiting', now, id, rank, count, wait, poll_after(wait), joined, method}
+      if joined == 1 then
+        local step = method == 'random' and 50 or 100 -- a lottery shows half the line
+        analytics_joined(seq, wait, function() return eta(ahead + step) end)
+      end
     end
   end
 end

@@ -10,8 +10,10 @@
 
 advance()
 local id = ARGV[4]
+local seq = tonumber(redis.call('ZSCORE', KEYS[2], id))
 local was_active = redis.call('ZREM', KEYS[4], id)
 local held = was_active + redis.call('ZREM', KEYS[2], id)
+if seq and ARGV[5] == 'left' then analytics_gave_up(seq, now) end
 redis.call('ZREM', KEYS[3], id)
 note_ended(was_active)
 if held > 0 then
