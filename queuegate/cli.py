@@ -1,4 +1,4 @@
-"""The operator's console: ``queuegate list|show|set|release|remove|drain|seed|simulate``.
+"""The operator's console: ``queuegate list|show|set|release|remove|drain|seed|simulate|serve-admin``.
 
 It talks to the same Redis as the app (``--redis`` or ``QUEUEGATE_REDIS_URL``)
 and goes through the same scripts, so a change applies in every app process at
@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--minutes", type=int, default=60, help="how many one-minute points of the line to give with --json"
     )
+
+    office = commands.add_parser(
+        "serve-admin", help="serve the back office (its sign-in secret from $QUEUEGATE_ADMIN_SECRET)"
+    )
+    office.add_argument("--host", default="127.0.0.1")
+    office.add_argument("--port", type=int, default=8400)
 
     change = commands.add_parser("set", help="change a room's run-time settings")
     change.add_argument("room")
@@ -256,6 +262,24 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0 if progress.errors == 0 else 1
 
 
+def _serve_admin(args: argparse.Namespace, url: str) -> int:
+    secret = os.environ.get("QUEUEGATE_ADMIN_SECRET", "")
+    if len(secret) < 12:
+        raise CommandError(
+            "serve-admin: set QUEUEGATE_ADMIN_SECRET (12 characters or more) for its sign-in", 2
+        )
+    try:
+        import uvicorn
+    except ImportError:
+        raise CommandError('serve-admin needs uvicorn: pip install "queuegate[admin]"', 2) from None
+    from . import admin
+
+    office = admin.app(Store(connect(url, args.timeout), args.prefix), secret=secret)
+    print(f"queuegate back office: http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
+    uvicorn.run(office, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "simulate":
@@ -268,6 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not url:
             raise CommandError("no Redis: pass --redis redis://host:6379/0 or set QUEUEGATE_REDIS_URL", 2)
+        if args.command == "serve-admin":
+            return _serve_admin(args, url)
         print(asyncio.run(_run(args, url)))
     except CommandError as exc:
         print(f"queuegate: {exc}", file=sys.stderr)

@@ -7,11 +7,14 @@ import os
 import subprocess
 import sys
 
+import anyio
+import httpx
 import pytest
 
 from queuegate import Room
+from queuegate.embedded import free_port
 
-from .conftest import MakeGate, client_for
+from .conftest import MakeGate, client_for, wait_for_http
 
 SALE = Room("sale", paths=["/checkout*"], rate=2, per=60.0)
 
@@ -111,3 +114,30 @@ def test_unreachable_redis_and_missing_url() -> None:
     missing = cli("list", url=None)
     assert missing.returncode == 2
     assert "QUEUEGATE_REDIS_URL" in missing.stderr
+
+
+@pytest.mark.anyio
+async def test_serve_admin_serves_the_back_office_behind_its_secret(busy_room: str) -> None:
+    await anyio.to_thread.run_sync(serve_admin_and_sign_in, busy_room)
+
+
+def serve_admin_and_sign_in(redis_url: str) -> None:
+    assert "QUEUEGATE_ADMIN_SECRET" in cli("serve-admin", url=redis_url).stderr  # no secret: refused
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
+    env.update(QUEUEGATE_REDIS_URL=redis_url, QUEUEGATE_ADMIN_SECRET="serve-admin-secret")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "queuegate", "serve-admin", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for_http(f"{base}/login")
+        with httpx.Client(base_url=base) as operator:
+            assert operator.get("/api/rooms").status_code == 401
+            assert operator.post("/login", data={"secret": "serve-admin-secret"}).status_code == 303
+            (room,) = operator.get("/api/rooms").json()["rooms"]
+            assert (room["room"], room["waiting"]) == ("sale", 3)
+    finally:
+        server.terminate()
+        server.wait(10)

@@ -1,0 +1,326 @@
+// The back office's page: polls the API every 2 s, draws with uPlot, sends
+// changes as JSON POSTs carrying the CSRF cookie's token in a header.
+(function () {
+  "use strict";
+  var ROOT = document.body.getAttribute("data-root");
+  var STATUSES = ["open", "paused", "queue_all", "passthrough", "closed"];
+  var METHODS = ["fifo", "random"];
+  var LIVE_MS = 600000;
+  var live = {}; // room -> [[t s], [waiting], [active]]
+  var selected = null, editing = false, detail = null, charts = {};
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+  function say(text, error) {
+    var m = document.getElementById("message");
+    m.textContent = text; m.className = error ? "error" : "";
+  }
+  function csrf() {
+    var found = document.cookie.split("; ").filter(function (c) { return c.indexOf("queuegate_admin_csrf=") === 0; })[0];
+    return found ? found.split("=")[1] : "";
+  }
+  function api(method, path, body) {
+    var headers = { accept: "application/json" };
+    if (method === "POST") { headers["content-type"] = "application/json"; headers["x-csrf-token"] = csrf(); }
+    return fetch(ROOT + path, { method: method, credentials: "same-origin", headers: headers,
+      body: method === "POST" ? JSON.stringify(body || {}) : undefined })
+      .then(function (r) {
+        return r.json().then(function (d) { if (!r.ok) throw new Error(d.error || ("HTTP " + r.status)); return d; });
+      });
+  }
+  function seconds(ms) {
+    if (ms === null || ms === undefined || ms < 0) return "–";
+    if (ms < 60000) return Math.round(ms / 1000) + " s";
+    if (ms < 3600000) return (ms / 60000).toFixed(ms < 600000 ? 1 : 0) + " min";
+    return (ms / 3600000).toFixed(1) + " h";
+  }
+  function share(x) { return x === null || x === undefined ? "–" : Math.round(x * 100) + " %"; }
+
+  // -- the rooms table ------------------------------------------------------
+  function roomRow(room) {
+    var tr = el("tr", { "data-room": room.room });
+    if (room.room === selected) tr.className = "selected";
+    var name = el("td"); var pick = el("button", { type: "button", "class": "quiet", "aria-label": "Show room " + room.room }, room.room);
+    pick.addEventListener("click", function () { select(room.room); });
+    name.appendChild(pick); tr.appendChild(name);
+    var st = el("td"); st.appendChild(el("span", { "class": "pill " + room.status }, room.status)); tr.appendChild(st);
+    var w = room.waits;
+    [room.waiting, room.active, room.per_minute.toFixed(1), seconds(room.eta_back_ms), seconds(w.admitted_p50_ms),
+      w.gave_up, share(w.estimate_share) + (w.estimate_checked ? " of " + w.estimate_checked : "")]
+      .forEach(function (v) { tr.appendChild(el("td", {}, v)); });
+    var label = function (what) { return what + " of " + room.room; };
+    var rate = el("td");
+    var r = el("input", { type: "number", min: "0", value: room.rate, name: "rate", "aria-label": label("rate") });
+    var per = el("input", { type: "number", min: "0.1", step: "0.1", value: room.per / 1000, name: "per", "aria-label": label("interval in seconds") });
+    rate.appendChild(r); rate.appendChild(document.createTextNode(" / ")); rate.appendChild(per); tr.appendChild(rate);
+    var capCell = el("td"); var cap = el("input", { type: "number", min: "0", value: room.capacity, name: "capacity", "aria-label": label("capacity") });
+    capCell.appendChild(cap); tr.appendChild(capCell);
+    var tgtCell = el("td"); var target = el("input", { type: "number", min: "0", step: "50", value: room.target_ms, name: "target_ms", "aria-label": label("target p95 in ms") });
+    tgtCell.appendChild(target); tr.appendChild(tgtCell);
+    var health = room.target_ms > 0
+      ? "p95 " + (room.p95_ms < 0 ? "–" : room.p95_ms + " ms") + (room.pinned ? " · pinned" : "") + " · " + room.health_reason
+      : "fixed";
+    tr.appendChild(el("td", { "class": "note" }, health));
+    var stCell = el("td"); var sel = el("select", { name: "status", "aria-label": label("status") });
+    STATUSES.forEach(function (s) { var o = el("option", { value: s }, s); if (s === room.status) o.selected = true; sel.appendChild(o); });
+    stCell.appendChild(sel); tr.appendChild(stCell);
+    var act = el("td"); var apply = el("button", { type: "button", "aria-label": "Apply to " + room.room }, "Apply");
+    apply.addEventListener("click", function () {
+      var wanted = { rate: Number(r.value), per: Number(per.value), capacity: Number(cap.value), status: sel.value, target_ms: Number(target.value) };
+      var before = { rate: room.rate, per: room.per / 1000, capacity: room.capacity, status: room.status, target_ms: room.target_ms };
+      var body = {};
+      for (var k in wanted) if (wanted[k] !== before[k]) body[k] = wanted[k];
+      change(room.room, "", body);
+    });
+    act.appendChild(apply); tr.appendChild(act);
+    return tr;
+  }
+  function change(room, action, body) {
+    return api("POST", "api/rooms/" + encodeURIComponent(room) + (action ? "/" + action : ""), body)
+      .then(function (d) { editing = false; say("Done: " + describe(action || "settings", body, d)); refresh(); return d; })
+      .catch(function (err) { say(err.message, true); throw err; });
+  }
+  function describe(action, body, reply) {
+    if (action === "settings") return "changed " + Object.keys(body).map(function (k) { return k + " = " + body[k]; }).join(", ");
+    if (action === "drain") return "drained " + reply.removed + " from the line";
+    if (action === "seed") return "seed revealed";
+    return action + " " + body.visitor + (reply.held_a_place ? "" : " (held no place)");
+  }
+
+  // -- charts -----------------------------------------------------------------
+  function chart(id, series, data, scales) {
+    var node = document.getElementById(id);
+    var width = Math.max(280, node.clientWidth || 480);
+    if (charts[id] && charts[id].width === width && charts[id].series.length === series.length + 1) {
+      charts[id].setData(data);
+      return;
+    }
+    if (charts[id]) charts[id].destroy();
+    clear(node);
+    var axes = [{}, { scale: series[0].scale, label: series[0].scale === "s" ? "seconds" : "people" }];
+    if (scales) axes.push({ side: 1, scale: scales, label: scales === "s" ? "seconds" : "per minute", grid: { show: false } });
+    // At least SPAN of time on the x axis, so that a first point or two
+    // do not stretch it over years.
+    var span = id === "live-chart" ? 20 : 600;
+    var x = { time: true, range: function (u, min, max) { return [Math.min(min, max - span), max + span / 40]; } };
+    charts[id] = new uPlot({ width: width, height: 220, series: [{}].concat(series), axes: axes,
+      scales: { x: x }, legend: { live: true } }, data, node);
+  }
+  function drawLive() {
+    var d = live[selected] || [[], [], []];
+    chart("live-chart", [
+      { label: "waiting", stroke: "#2457d6", width: 2, scale: "people" },
+      { label: "active", stroke: "#0f7a3d", width: 2, scale: "people" }], d);
+  }
+  // One point a minute, at its end; the current minute so far is the last
+  // point, with the line as it stands now.
+  function drawMinutes(minutes, stats) {
+    var t = [], waiting = [], active = [], admitted = [], gaveUp = [], wait = [], eta = [];
+    minutes.forEach(function (m) {
+      if (m.current) { m = Object.assign({}, m, { waiting: stats.waiting, active: stats.active }); }
+      t.push(m.current ? stats.now / 1000 : m.at / 1000 + 60); waiting.push(m.waiting); active.push(m.active);
+      admitted.push(m.admitted); gaveUp.push(m.gave_up);
+      wait.push(m.wait_avg_ms === null ? null : m.wait_avg_ms / 1000);
+      eta.push(m.eta_max_ms < 0 ? null : m.eta_max_ms / 1000);
+    });
+    chart("minutes-chart", [
+      { label: "waiting", stroke: "#2457d6", width: 2, scale: "people" },
+      { label: "active", stroke: "#0f7a3d", width: 2, scale: "people" },
+      { label: "admitted / min", stroke: "#7a4cc2", width: 1.5, scale: "per" },
+      { label: "gave up / min", stroke: "#b42318", width: 1.5, scale: "per" }],
+      [t, waiting, active, admitted, gaveUp], "per");
+    chart("waits-chart", [
+      { label: "wait of those admitted (mean)", stroke: "#2457d6", width: 2, scale: "s", spanGaps: true },
+      { label: "longest estimate given", stroke: "#b07a00", width: 1.5, scale: "s", dash: [6, 4], spanGaps: true }],
+      [t, wait, eta]);
+  }
+
+  // -- the selected room --------------------------------------------------
+  function histogram(analytics) {
+    var table = clear(document.getElementById("waits"));
+    var head = el("tr"); ["wait", "admitted", "", "gave up", ""].forEach(function (h, i) {
+      var th = el("th", { scope: "col" }, h);
+      if (!h) th.appendChild(el("span", { "class": "visually-hidden" }, i === 2 ? "share admitted" : "share who gave up"));
+      head.appendChild(th);
+    });
+    var thead = el("thead"); thead.appendChild(head); table.appendChild(thead);
+    var a = analytics.waits.admitted, g = analytics.waits.gave_up, body = el("tbody");
+    var top = Math.max(1, Math.max.apply(null, a.counts.concat(g.counts)));
+    a.counts.forEach(function (n, i) {
+      var low = i === 0 ? 0 : a.bounds_ms[i - 1];
+      var text = i < a.bounds_ms.length ? seconds(low) + " – " + seconds(a.bounds_ms[i]) : "over " + seconds(low);
+      var tr = el("tr"); tr.appendChild(el("th", { scope: "row" }, text));
+      [[n, ""], [g.counts[i], " gave-up"]].forEach(function (pair) {
+        tr.appendChild(el("td", {}, pair[0]));
+        var bar = el("td", { "class": "bar" }); var fill = el("span", { "class": "fill" + pair[1] });
+        fill.style.width = (pair[0] / top * 100).toFixed(1) + "%"; bar.appendChild(fill); tr.appendChild(bar);
+      });
+      body.appendChild(tr);
+    });
+    var foot = el("tr"); foot.appendChild(el("th", { scope: "row" }, "median · p90 · p99"));
+    [a, g].forEach(function (h) {
+      foot.appendChild(el("td", { colspan: "2" }, [h.p50_ms, h.p90_ms, h.p99_ms].map(seconds).join(" · ")));
+    });
+    body.appendChild(foot); table.appendChild(body);
+    var e = analytics.estimate;
+    document.getElementById("estimate").textContent = e.checked
+      ? "Estimates at joining within 20 % of the real wait: " + share(e.share) + " of " + e.checked + " admitted from the line."
+      : "No one admitted from the line yet: the estimates' accuracy shows here once they are.";
+  }
+  function settingsForm(stats) {
+    var form = document.getElementById("settings");
+    if (form.contains(document.activeElement)) return;
+    clear(form);
+    var fields = [
+      ["rate", "number", "visitors per interval (0 = no rate)"], ["per", "seconds", "interval"],
+      ["capacity", "number", "most active at once (0 = none)"], ["session", "seconds", "session"],
+      ["abandon", "seconds", "silent this long: skipped"], ["status", STATUSES, "status"], ["method", METHODS, "order"],
+      ["opens_at", "datetime", "opens at (your time zone)"], ["challenge", "number", "proof of work (0 = none)"],
+      ["client_limit", "number", "places a client may take a minute"], ["target_ms", "number", "health target p95 ms (0 = fixed)"],
+      ["max_errors", "share", "errors tolerated (share)"], ["floor", "number", "controller's floor"],
+      ["ceiling", "number", "controller's ceiling (0 = none)"], ["settle", "seconds", "controller's settle time"]];
+    var before = {};
+    fields.forEach(function (f) {
+      var name = f[0], kind = f[1], id = "set-" + name, input, value = stats[name];
+      form.appendChild(el("label", { "for": id }, f[2]));
+      if (Array.isArray(kind)) {
+        input = el("select", { id: id, name: name });
+        kind.forEach(function (v) { var o = el("option", { value: v }, v); if (v === value) o.selected = true; input.appendChild(o); });
+      } else if (kind === "datetime") {
+        input = el("input", { id: id, name: name, type: "datetime-local" });
+        if (value > 0) { var d = new Date(value - new Date(value).getTimezoneOffset() * 60000); input.value = d.toISOString().slice(0, 16); }
+        value = input.value;
+      } else {
+        if (kind === "seconds") value = value / 1000;
+        input = el("input", { id: id, name: name, type: "number", min: "0", step: kind === "number" ? "1" : "any", value: value });
+      }
+      before[name] = String(value);
+      form.appendChild(input);
+    });
+    var save = el("button", { type: "submit" }, "Apply changes");
+    form.appendChild(save);
+    form.onsubmit = function (event) {
+      event.preventDefault();
+      var body = {};
+      fields.forEach(function (f) {
+        var input = form.elements[f[0]], v = input.value;
+        if (v === before[f[0]]) return;
+        if (f[1] === "datetime") body[f[0]] = v ? new Date(v).toISOString() : 0;
+        else if (Array.isArray(f[1])) body[f[0]] = v;
+        else body[f[0]] = Number(v);
+      });
+      if (!Object.keys(body).length) { say("Nothing changed."); return; }
+      change(selected, "", body).then(function () { loadDetail(); });
+    };
+  }
+  function visitorsList(visitors) {
+    var box = clear(document.getElementById("visitors"));
+    [["waiting", "First in line"], ["active", "Active"]].forEach(function (pair) {
+      box.appendChild(el("p", { "class": "note" }, pair[1] + ": " + (visitors[pair[0]].length ? "" : "nobody")));
+      var list = el("ul");
+      visitors[pair[0]].forEach(function (v) {
+        var item = el("li"); var b = el("button", { type: "button", "class": "quiet" }, v[0]);
+        b.addEventListener("click", function () { document.getElementById("visitor-id").value = v[0]; });
+        item.appendChild(b); list.appendChild(item);
+      });
+      box.appendChild(list);
+    });
+  }
+  function activityList(node, entries) {
+    clear(node);
+    if (!entries.length) node.appendChild(el("li", { "class": "note" }, "no changes yet"));
+    entries.forEach(function (a) {
+      var details = Object.keys(a.details).map(function (k) { return k + " " + JSON.stringify(a.details[k]); }).join(", ");
+      node.appendChild(el("li", {}, new Date(a.at).toLocaleString() + " · " + a.who + " · " + a.room + " · " + a.action + (details ? ": " + details : "")));
+    });
+  }
+  function loadDetail() {
+    if (!selected) return;
+    var room = selected;
+    api("GET", "api/rooms/" + encodeURIComponent(room)).then(function (d) {
+      if (room !== selected) return;
+      detail = d;
+      document.getElementById("detail").hidden = false;
+      document.getElementById("detail-title").textContent = "Room " + room;
+      drawMinutes(d.analytics.minutes, d.stats);
+      histogram(d.analytics);
+      settingsForm(d.stats);
+      visitorsList(d.visitors);
+      activityList(document.getElementById("room-activity"), d.activity);
+    }).catch(function (err) { say(err.message, true); });
+  }
+  function select(room) {
+    selected = room;
+    Array.prototype.forEach.call(document.querySelectorAll("#rooms tr"), function (tr) {
+      tr.className = tr.getAttribute("data-room") === room ? "selected" : "";
+    });
+    drawLive(); loadDetail();
+  }
+
+  // -- polling ------------------------------------------------------------
+  var ticks = 0;
+  function refresh() {
+    api("GET", "api/rooms").then(function (d) {
+      d.rooms.forEach(function (room) {
+        var h = live[room.room] = live[room.room] || [[], [], []];
+        h[0].push(d.now / 1000); h[1].push(room.waiting); h[2].push(room.active);
+        while (h[0].length && h[0][0] < (d.now - LIVE_MS) / 1000) { h[0].shift(); h[1].shift(); h[2].shift(); }
+      });
+      var body = document.getElementById("rooms");
+      if (!editing && !body.contains(document.activeElement) && d.rooms.length) {
+        clear(body);
+        d.rooms.forEach(function (room) { body.appendChild(roomRow(room)); });
+      }
+      if (!selected && d.rooms.length) select(d.rooms[0].room);
+      else if (selected) { drawLive(); if (ticks % 2 === 0) loadDetail(); }
+      document.getElementById("clock").textContent = "live · " + new Date(d.now).toLocaleTimeString();
+      document.getElementById("simulate").hidden = !d.virtual_visitors;
+      var s = d.simulation;
+      if (s) document.getElementById("sim-status").textContent = s.running
+        ? "running: " + s.admitted + " admitted, " + s.waiting + " waiting, " + s.gave_up + " gave up, " + s.errors + " errors (of " + s.visitors + ")"
+        : "last run: " + s.admitted + " admitted, " + s.gave_up + " gave up, " + s.errors + " errors; median wait " + (s.wait_p50_s === null ? "–" : s.wait_p50_s + " s");
+      ticks += 1;
+    }).catch(function (err) { document.getElementById("clock").textContent = "offline: " + err.message; });
+    api("GET", "api/activity?count=30").then(function (d) {
+      activityList(document.getElementById("activity"), d.activity);
+    }).catch(function () {});
+  }
+
+  document.getElementById("rooms").addEventListener("focusin", function () { editing = true; });
+  document.getElementById("rooms").addEventListener("focusout", function () {
+    setTimeout(function () { if (!document.getElementById("rooms").contains(document.activeElement)) editing = false; }, 0);
+  });
+  document.getElementById("visitor-form").addEventListener("submit", function (event) {
+    event.preventDefault();
+    var action = event.submitter ? event.submitter.value : "release";
+    var visitor = document.getElementById("visitor-id").value.trim();
+    if (!visitor) { say("Name a visitor id first (pick one from the lists).", true); return; }
+    change(selected, action, { visitor: visitor }).then(loadDetail);
+  });
+  document.getElementById("drain").addEventListener("click", function () {
+    if (!window.confirm("Empty the line of " + selected + "? Everyone waiting loses their place.")) return;
+    change(selected, "drain", {}).then(loadDetail);
+  });
+  document.getElementById("seed").addEventListener("click", function () {
+    if (!window.confirm("Reveal the seed of " + selected + "? Publish it only after the draw.")) return;
+    change(selected, "seed", {}).then(function (d) {
+      document.getElementById("seed-out").textContent = "seed " + d.seed + " · its SHA-256 (published before the draw) " + d.seed_sha256;
+      loadDetail();
+    });
+  });
+  document.getElementById("sim-form").addEventListener("submit", function (event) {
+    event.preventDefault();
+    api("POST", "api/simulate", { visitors: Number(document.getElementById("sim-visitors").value),
+      path: document.getElementById("sim-path").value, give_up: Number(document.getElementById("sim-give-up").value) })
+      .then(function () { say("Virtual visitors launched."); refresh(); })
+      .catch(function (err) { say(err.message, true); });
+  });
+  window.addEventListener("resize", function () { drawLive(); if (detail) drawMinutes(detail.analytics.minutes, detail.stats); });
+  refresh();
+  setInterval(refresh, 2000);
+})();

@@ -1,0 +1,206 @@
+"""The back office (queuegate.admin): who may use it, proof that a change
+came from its page, every change logged, and what it shows."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Mount
+
+from queuegate import Room, Store, admin
+from queuegate.store import connect
+
+from .conftest import client_for
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "a-back-office-secret"
+ROOM = Room("sale", paths=["/sale"], rate=1, per=60.0, method="random")
+
+
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[Store]:
+    store = Store(connect(redis_url, 5.0))
+    for i in range(4):
+        await store.enter(ROOM, f"v{i}")  # one in, three waiting
+    yield store
+    await store.aclose()
+
+
+def mounted(store: Store, **options: object) -> Starlette:
+    """An app of the integrator's with the back office at /ops."""
+    return Starlette(routes=[Mount("/ops", admin.app(store, **options))])  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def signed_in(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(app) as client:
+        response = await client.post(
+            "/ops/login", data={"secret": SECRET}, headers={"origin": "https://shop.test"}
+        )
+        assert response.status_code == 303
+        page = await client.get("/ops/")
+        assert page.status_code == 200
+        client.headers["x-csrf-token"] = client.cookies["queuegate_admin_csrf"]
+        yield client
+
+
+async def test_without_auth_or_secret_everything_is_refused(store: Store) -> None:
+    async with client_for(mounted(store)) as client:
+        page = await client.get("/ops/")
+        assert page.status_code == 403
+        assert "not configured" in page.text
+        for method, path in [
+            ("GET", "/ops/api/rooms"),
+            ("GET", "/ops/api/rooms/sale"),
+            ("GET", "/ops/api/activity"),
+        ]:
+            assert (await client.request(method, path)).status_code == 403
+        refused = await client.post("/ops/api/rooms/sale", json={"rate": 50})
+        assert refused.status_code == 403
+        assert "auth= or secret=" in refused.json()["error"]
+        assert (await client.post("/ops/login", data={"secret": SECRET})).status_code == 404
+    assert (await store.stats("sale"))["rate"] == 1
+    with pytest.raises(ValueError, match="at least 12"):
+        admin.app(store, secret="short")
+
+
+async def test_the_secret_signs_in_and_a_wrong_one_does_not(store: Store) -> None:
+    app = mounted(store, secret=SECRET)
+    async with client_for(app) as stranger:
+        assert (await stranger.get("/ops/")).headers["location"].endswith("/ops/login")
+        assert (await stranger.get("/ops/api/rooms")).status_code == 401
+        wrong = await stranger.post("/ops/login", data={"secret": "not-the-secret"})
+        assert wrong.status_code == 401
+        assert "not the back office's secret" in wrong.text
+        # A sign-in posted from another site is refused.
+        elsewhere = await stranger.post(
+            "/ops/login", data={"secret": SECRET}, headers={"origin": "https://evil.test"}
+        )
+        assert elsewhere.status_code == 403
+        # A forged session cookie is nobody.
+        stranger.cookies.set("queuegate_admin", "admin.forged.signature", path="/ops/")
+        assert (await stranger.get("/ops/api/rooms")).status_code == 401
+    async with signed_in(app) as client:
+        page = await client.get("/ops/")
+        assert "signed in as <b>admin</b>" in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert page.headers["cache-control"] == "no-store"
+        rooms = (await client.get("/ops/api/rooms")).json()
+        (room,) = rooms["rooms"]
+        assert (room["room"], room["waiting"], room["active"]) == ("sale", 3, 1)
+        assert room["waits"]["admitted_p50_ms"] is not None
+        signed_out = await client.post("/ops/logout", headers={"origin": "https://shop.test"})
+        assert signed_out.status_code == 303
+        assert (await client.get("/ops/api/rooms")).status_code == 401
+    # A script with the secret as a bearer token needs no page and no CSRF token.
+    async with client_for(app) as script:
+        script.headers["authorization"] = f"Bearer {SECRET}"
+        assert (await script.post("/ops/api/rooms/sale", json={"rate": 3})).status_code == 200
+    assert (await store.stats("sale"))["rate"] == 3
+
+
+async def test_changes_need_the_page_s_csrf_token_and_origin(store: Store) -> None:
+    async with signed_in(mounted(store, secret=SECRET)) as client:
+        token = client.headers.pop("x-csrf-token")
+        missing = await client.post("/ops/api/rooms/sale", json={"rate": 50})
+        assert missing.status_code == 403
+        assert "CSRF" in missing.json()["error"]
+        wrong = await client.post("/ops/api/rooms/sale", json={"rate": 50}, headers={"x-csrf-token": "guess"})
+        assert wrong.status_code == 403
+        other_site = await client.post(
+            "/ops/api/rooms/sale",
+            json={"rate": 50},
+            headers={"x-csrf-token": token, "origin": "https://evil.test"},
+        )
+        assert other_site.status_code == 403
+        # A form post (what another site's page can send without asking) is not a change.
+        form = await client.post("/ops/api/rooms/sale", data={"rate": "50"}, headers={"x-csrf-token": token})
+        assert form.status_code == 400
+        assert (await store.stats("sale"))["rate"] == 1
+        ok = await client.post(
+            "/ops/api/rooms/sale",
+            json={"rate": 50},
+            headers={"x-csrf-token": token, "origin": "https://shop.test"},
+        )
+        assert ok.status_code == 200
+        assert ok.json()["rate"] == 50
+
+
+async def test_every_change_is_logged_with_who_and_what(store: Store) -> None:
+    async def auth(request: Request) -> str | None:
+        return request.headers.get("x-user")  # the integrator's own sign-in
+
+    app = mounted(store, auth=auth)
+    async with client_for(app) as nobody:
+        assert (await nobody.get("/ops/")).status_code == 401
+        assert (await nobody.get("/ops/login")).status_code == 404  # the app's own sign-in is used
+    async with client_for(app) as client:
+        client.headers["x-user"] = "ada"
+        await client.get("/ops/")
+        client.headers["x-csrf-token"] = client.cookies["queuegate_admin_csrf"]
+        visitors = (await client.get("/ops/api/rooms/sale")).json()["visitors"]
+        waiting = [v for v, _ in visitors["waiting"]]
+        (active,) = [v for v, _ in visitors["active"]]
+        assert len(waiting) == 3
+        assert (
+            await client.post("/ops/api/rooms/sale", json={"capacity": 5, "status": "paused"})
+        ).status_code == 200
+        assert (await client.post("/ops/api/rooms/sale/release", json={"visitor": active})).json()[
+            "held_a_place"
+        ]
+        assert (await client.post("/ops/api/rooms/sale/remove", json={"visitor": waiting[0]})).json()[
+            "held_a_place"
+        ]
+        assert (await client.post("/ops/api/rooms/sale/drain", json={})).json()["removed"] == 2
+        revealed = (await client.post("/ops/api/rooms/sale/seed", json={})).json()
+        assert revealed["seed"]
+        assert len(revealed["seed_sha256"]) == 64
+        assert (await client.post("/ops/api/rooms/sale/jump", json={})).status_code == 404
+        assert (await client.post("/ops/api/rooms/sale/release", json={"visitor": ""})).status_code == 400
+        assert (await client.post("/ops/api/rooms/sale", json={"rate": -1})).status_code == 400
+        assert (await client.post("/ops/api/rooms/sale", json={"colour": "red"})).status_code == 400
+        assert (await client.post("/ops/api/rooms/nope", json={"rate": 1})).status_code == 404
+        huge = await client.post("/ops/api/rooms/sale", json={"rate": 1, "pad": "x" * 20_000})
+        assert huge.status_code == 400
+        assert "KiB" in huge.json()["error"]
+        log = (await client.get("/ops/api/activity")).json()["activity"]
+        assert [entry["action"] for entry in log] == ["reveal seed", "drain", "remove", "release", "settings"]
+        assert {entry["who"] for entry in log} == {"ada"}
+        assert log[-1]["details"] == {"capacity": 5, "status": "paused"}
+        assert log[1]["details"] == {"removed": 2}
+        detail = (await client.get("/ops/api/rooms/sale")).json()
+        assert [entry["action"] for entry in detail["activity"]][:2] == ["reveal seed", "drain"]
+    stats = await store.stats("sale")
+    assert (stats["capacity"], stats["status"], stats["waiting"], stats["released"]) == (5, "paused", 0, 1)
+
+
+async def test_the_room_s_figures_and_the_chart_s_library_are_served(store: Store) -> None:
+    async with signed_in(mounted(store, secret=SECRET)) as client:
+        detail = (await client.get("/ops/api/rooms/sale", params={"minutes": 60})).json()
+        assert detail["stats"]["waiting"] == 3
+        assert detail["analytics"]["minutes"][-1]["current"]
+        assert detail["analytics"]["minutes"][-1]["joined"] == 3
+        assert detail["analytics"]["waits"]["admitted"]["count"] == 1
+        assert (await client.get("/ops/api/rooms/sale", params={"minutes": "lots"})).status_code == 400
+        uplot = await client.get("/ops/static/uPlot.iife.min.js")
+        assert uplot.status_code == 200
+        assert "uPlot" in uplot.text
+        assert (await client.get("/ops/static/admin.js")).status_code == 200
+        page = (await client.get("/ops/")).text
+        assert 'src="/ops/static/uPlot.iife.min.js"' in page  # no CDN: works offline
+
+
+async def test_redis_away_is_a_clear_503(redis_url: str) -> None:
+    store = Store(connect("redis://127.0.0.1:1/0", 0.5))
+    async with signed_in(mounted(store, secret=SECRET)) as client:
+        down = await client.get("/ops/api/rooms")
+        assert down.status_code == 503
+        assert "Redis unavailable" in down.json()["error"]
+        assert (await client.post("/ops/api/rooms/sale", json={"rate": 2})).status_code == 503
+    await store.aclose()

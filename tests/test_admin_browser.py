@@ -1,0 +1,140 @@
+"""The back office in a real browser (Playwright + Debian's Chromium): it
+loads behind its sign-in, its charts draw points, a rate change applies and
+shows in the activity list, and its strict CSP lets everything run.
+
+Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from queuegate import Room, Store, admin
+from queuegate.store import connect
+
+from .conftest import chromium_or_skip, served
+
+chromium_or_skip()
+
+from axe_playwright_python.sync_playwright import Axe  # noqa: E402
+
+from .test_accessibility import WCAG_AA  # noqa: E402
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+SECRET = "a-back-office-secret"
+ROOM = Room("sale", paths=["/sale"], rate=2, per=30.0, abandon=3600.0)
+
+# The pixels of a series line: the colour admin.js gives "waiting".
+COUNT_BLUE = """(selector) => {
+  const canvas = document.querySelector(selector + " canvas");
+  if (!canvas) return -1;
+  const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  let n = 0;
+  for (let i = 0; i < data.length; i += 4) {
+    if (Math.abs(data[i] - 36) < 40 && Math.abs(data[i + 1] - 87) < 40 && Math.abs(data[i + 2] - 214) < 40
+        && data[i + 3] > 128) n++;
+  }
+  return n;
+}"""
+
+
+def in_redis(redis_url: str, work: Any) -> Any:
+    """Run ``work(store)`` on a store of its own, in a thread of its own (the
+    served app and Playwright each have their own event loop)."""
+
+    async def run() -> Any:
+        store = Store(connect(redis_url, 5.0))
+        try:
+            return await work(store)
+        finally:
+            await store.aclose()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()
+
+
+def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
+    now = int(time.time() * 1000)
+
+    async def an_event_so_far(store: Store) -> None:
+        # Five minutes of a line, then now: closed one-minute points to chart.
+        for minute in range(5, 0, -1):
+            at = now - minute * 60_000
+            for i in range(6):
+                await store.enter(ROOM, f"m{minute}-{i}", now=at + i)
+        await store.stats(ROOM)
+
+    in_redis(redis_url, an_event_so_far)
+    office_store = Store(connect(redis_url, 5.0))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await office_store.aclose()
+
+    app = Starlette(routes=[Mount("/ops", admin.app(office_store, secret=SECRET))], lifespan=lifespan)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with served(app) as base:
+        page = browser.new_context(viewport={"width": 1280, "height": 1400}).new_page()
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+
+        page.goto(f"{base}/ops/")
+        assert page.url.endswith("/ops/login")
+        page.fill("#secret", SECRET)
+        page.click("button[type=submit]")
+        page.wait_for_selector("tr[data-room=sale]")
+        page.wait_for_selector("#detail:not([hidden])")
+
+        # The line grows while the page watches: the live chart draws it.
+        for burst in range(3):
+
+            async def more(store: Store, burst: int = burst) -> None:
+                for i in range(5):
+                    await store.enter(ROOM, f"live{burst}-{i}")
+
+            in_redis(redis_url, more)
+            page.wait_for_timeout(2200)
+        page.wait_for_function(f"() => ({COUNT_BLUE})('#live-chart') > 50", timeout=10_000)
+        page.wait_for_function(f"() => ({COUNT_BLUE})('#minutes-chart') > 50", timeout=10_000)
+        assert page.locator("#waits tbody tr").count() >= 13  # a row per bucket, and the percentiles
+
+        # A rate change from the rooms table applies, and shows in the log.
+        row = page.locator("tr[data-room=sale]")
+        row.locator("input[name=rate]").fill("7")
+        row.locator("button", has_text="Apply").click()
+        page.wait_for_selector("#message:has-text('Done: changed rate = 7')")
+        page.wait_for_selector("#activity li:has-text('settings')", timeout=5000)
+        assert "rate 7" in (page.text_content("#activity") or "")
+        assert "admin" in (page.text_content("#activity") or "")
+        page.wait_for_timeout(2500)  # a refresh with the new rate
+        page.screenshot(path=str(ARTIFACTS / "admin-dashboard.png"), full_page=True)
+        assert row.locator("input[name=rate]").input_value() == "7"
+        assert problems == [], problems
+
+        # WCAG 2.x A and AA (axe-core), in both colour schemes, login page too.
+        failures = []
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            page.wait_for_timeout(300)
+            results = Axe().run(page, options={"runOnly": {"type": "tag", "values": WCAG_AA}})
+            failures += [
+                f"{scheme}: {v['id']}: {[n['target'] for n in v['nodes']]}"
+                for v in results.response["violations"]
+            ]
+        login = browser.new_context().new_page()
+        login.goto(f"{base}/ops/login")
+        results = Axe().run(login, options={"runOnly": {"type": "tag", "values": WCAG_AA}})
+        failures += [f"login: {v['id']}" for v in results.response["violations"]]
+        assert not failures, "\n".join(failures)
+
+    assert in_redis(redis_url, lambda store: store.stats("sale"))["rate"] == 7
