@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"queuegate demo shop:  {base}/", flush=True)
         print(f"gated checkout:       {base}/checkout  ({args.rate} per {args.per:g} s)", flush=True)
         print(f"line kept in:         {where}", flush=True)
-        print(f"back office:          {base}/admin?token={token}", flush=True)
+        print(f"back office:          {base}/admin-login?token={token}", flush=True)
         print("Open the checkout in a few browser windows to see the line. Ctrl-C stops.", flush=True)
         app = create_app(
             url,

@@ -4,7 +4,8 @@
 - ``/checkout``: gated by a rate room; buying takes one item from a limited
   stock kept in Redis and releases the visitor's slot;
 - ``/tickets``: events, each with its own line (a template room);
-- ``/admin``: the back office (see admin.py).
+- ``/admin``: queuegate's back office, and ``/shop-admin`` the shop's own
+  controls (see admin.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from starlette.types import ASGIApp
 
 from queuegate import Health, QueueGate, Room, Store, admission
 
-from .admin import BackOffice
+from .admin import ShopControls
 
 STOCK = 100
 RATE, PER = 2, 10.0
@@ -161,7 +162,7 @@ def create_app(
         )
 
     store = Store(db)
-    office = BackOffice(
+    office = ShopControls(
         store, admin_token or secrets.token_urlsafe(16), base_url, stock_left, restock, stock, delay
     )
 

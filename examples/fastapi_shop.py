@@ -3,18 +3,21 @@ event by path patterns (the middleware alone).
 
     export QUEUEGATE_REDIS_URL=redis://localhost:6379/0
     export QUEUEGATE_SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
+    export QUEUEGATE_ADMIN_SECRET=choose-a-long-one    # the back office at /admin/
     uvicorn examples.fastapi_shop:create_app --factory
 """
 
 from __future__ import annotations
 
+import os
+
 from fastapi import Depends, FastAPI
 
-from queuegate import Admission, QueueGate, Room
+from queuegate import Admission, QueueGate, Room, admin
 from queuegate.integrations.fastapi import queue
 
 
-def create_app(**gate_options: object) -> QueueGate:
+def create_app(admin_secret: str | None = None, **gate_options: object) -> QueueGate:
     app = FastAPI(title="A shop behind queuegate")
 
     @app.get("/")
@@ -42,4 +45,9 @@ def create_app(**gate_options: object) -> QueueGate:
         Room("ticket-{event}", paths=["/tickets/{event}/buy*"], rate=5, per=10),
     ]
     # Settings not given here come from QUEUEGATE_* variables.
-    return QueueGate(app, rooms=rooms, **gate_options)  # type: ignore[arg-type]
+    gate = QueueGate(app, rooms=rooms, **gate_options)  # type: ignore[arg-type]
+    # The back office, on the gate's store, behind a sign-in with one secret
+    # (or auth=: your own sign-in). Without either it refuses everyone.
+    secret = admin_secret or os.environ.get("QUEUEGATE_ADMIN_SECRET")
+    app.mount("/admin", admin.app(gate.store, secret=secret))
+    return gate

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import httpx
 import pytest
 
 from demo_app import create_app
@@ -22,21 +23,35 @@ pytestmark = pytest.mark.anyio
 TOKEN = "admin-token-for-tests"
 
 
+async def sign_in(admin: httpx.AsyncClient) -> None:
+    """The demo's token sets its cookie; the back office's page gives the
+    CSRF token that every change echoes in a header."""
+    page = await admin.get(f"/admin-login?token={TOKEN}", follow_redirects=True)
+    assert page.status_code == 200
+    assert "queuegate back office" in page.text
+    admin.headers["x-csrf-token"] = admin.cookies["queuegate_admin_csrf"]
+
+
 async def test_back_office_needs_its_token_and_changes_rooms(redis_url: str) -> None:
     app = create_app(redis_url, admin_token=TOKEN)
     async with running(app), client_for(app) as visitor, client_for(app) as admin:
         await visitor.get("/checkout")
-        assert (await admin.get("/admin")).status_code == 401
-        assert (await admin.get("/admin/api/stats")).status_code == 401
-        assert (await admin.get("/admin?token=wrong")).status_code == 401
-        login = await admin.get(f"/admin?token={TOKEN}", follow_redirects=True)
-        assert login.status_code == 200  # redirected to the page, with the cookie set
-        assert "queuegate back office" in login.text
-        stats = (await admin.get("/admin/api/stats")).json()
+        assert (await admin.get("/admin/")).status_code == 401
+        assert (await admin.get("/admin/api/rooms")).status_code == 401
+        assert (await admin.get("/shop-admin")).status_code == 401
+        assert (await admin.get("/admin-login?token=wrong")).status_code == 401
+        await sign_in(admin)
+        stats = (await admin.get("/admin/api/rooms")).json()
         (room,) = stats["rooms"]
         assert (room["room"], room["active"], room["rate"]) == ("checkout", 1, 2)
         changed = await admin.post("/admin/api/rooms/checkout", json={"rate": 7, "status": "paused"})
         assert (changed.json()["rate"], changed.json()["status"]) == (7, "paused")
+        (entry, *_) = (await admin.get("/admin/api/activity")).json()["activity"]
+        assert (entry["who"], entry["room"], entry["details"]) == (
+            "demo operator",
+            "checkout",
+            {"rate": 7, "status": "paused"},
+        )
         bad = await admin.post("/admin/api/rooms/checkout", json={"rate": -1})
         assert bad.status_code == 400
         assert "rate must be" in bad.json()["error"]
@@ -45,18 +60,20 @@ async def test_back_office_needs_its_token_and_changes_rooms(redis_url: str) -> 
         assert "no room named 'nope'" in unknown.json()["error"]
         # Virtual visitors need the shop served: refused clearly in process.
         assert (await admin.post("/admin/api/simulate", json={"visitors": 5})).status_code == 409
+        assert "Shop controls" in (await admin.get("/shop-admin")).text
+        assert (await admin.post("/shop-admin/api/restock", json={})).json() == {"stock": 100}
 
 
 async def test_the_back_office_slows_the_checkout_and_the_adaptive_room_follows(redis_url: str) -> None:
     app = create_app(redis_url, admin_token=TOKEN, rate=20, per=1.0, target_ms=150)
     async with running(app), client_for(app) as admin:
-        await admin.get(f"/admin?token={TOKEN}", follow_redirects=True)
+        await sign_in(admin)
         visitors = [client_for(app) for _ in range(40)]
         try:
             await asyncio.gather(*(v.get("/checkout") for v in visitors))  # 20 in, 20 waiting
-            slow = await admin.post("/admin/api/slow", json={"ms": 400})
+            slow = await admin.post("/shop-admin/api/slow", json={"ms": 400})
             assert slow.json() == {"checkout_delay_ms": 400}
-            assert (await admin.post("/admin/api/slow", json={"ms": -5})).status_code == 400
+            assert (await admin.post("/shop-admin/api/slow", json={"ms": -5})).status_code == 400
             started = time.monotonic()
             rate = 20
             while rate >= 20 and time.monotonic() - started < 30:
@@ -66,7 +83,7 @@ async def test_the_back_office_slows_the_checkout_and_the_adaptive_room_follows(
                     if (await v.get("/_queuegate/status/checkout")).json()["state"] == "active"
                 ]
                 await asyncio.gather(*(v.get("/checkout") for v in inside))
-                (room,) = (await admin.get("/admin/api/stats")).json()["rooms"]
+                (room,) = (await admin.get("/admin/api/rooms")).json()["rooms"]
                 rate = room["rate"]
         finally:
             await asyncio.gather(*(v.aclose() for v in visitors))

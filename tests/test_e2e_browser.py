@@ -114,10 +114,10 @@ def test_a_visitor_waits_watches_the_line_move_and_buys(shop: str) -> None:
 
             # The back office: virtual visitors crowd in, the numbers follow live.
             office = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
-            office.goto(f"{shop}/admin?token={TOKEN}")
+            office.goto(f"{shop}/admin-login?token={TOKEN}")
             office.wait_for_selector("tr[data-room=checkout]")
             office.fill("#sim-visitors", "60")
-            office.click("#sim-start")
+            office.click("#sim-form button[type=submit]")
             office.wait_for_function(
                 "() => Number(document.querySelector('tr[data-room=checkout] td:nth-child(3)')"
                 "?.textContent) >= 30",

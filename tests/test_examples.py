@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 async def test_fastapi_shop(redis_url: str) -> None:
     from examples.fastapi_shop import create_app
 
-    gate = create_app(secret_key=SECRET, redis=redis_url, environ={})
+    gate = create_app(admin_secret="an-operator-secret", secret_key=SECRET, redis=redis_url, environ={})
     try:
         async with client_for(gate) as a, client_for(gate) as b, client_for(gate) as c:
             assert (await a.get("/checkout")).json()["checkout"] == "your turn"
@@ -36,6 +36,12 @@ async def test_fastapi_shop(redis_url: str) -> None:
             assert (await a.post("/checkout")).json() == {"order": "placed"}  # releases a's slot
             assert (await c.get("/checkout")).status_code == 200
             assert (await a.get("/tickets/7/buy")).json() == {"event": "7", "ticket": "yours"}
+            # The back office mounted in the FastAPI app shows both rooms.
+            assert (await a.get("/admin/api/rooms")).status_code == 401
+            signed_in = await a.post("/admin/login", data={"secret": "an-operator-secret"})
+            assert signed_in.status_code == 303
+            rooms = (await a.get("/admin/api/rooms")).json()["rooms"]
+            assert {room["room"] for room in rooms} == {"sale", "ticket-7"}
         assert "ticket-7" in await gate.store.room_names()
     finally:
         await gate.store.aclose()
