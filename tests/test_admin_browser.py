@@ -17,7 +17,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from queuegate import Room, Store, admin
+from queuegate import Health, Room, Store, admin
 from queuegate.store import connect
 
 from .conftest import chromium_or_skip, served
@@ -31,6 +31,7 @@ from .test_accessibility import WCAG_AA  # noqa: E402
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 SECRET = "a-back-office-secret"
 ROOM = Room("sale", paths=["/sale"], rate=2, per=30.0, abandon=3600.0)
+ADAPTIVE = Room("adaptive", paths=["/a"], rate=20, per=1.0, target=Health(p95_ms=300))
 
 # The pixels of a series line: the colour admin.js gives "waiting".
 COUNT_BLUE = """(selector) => {
@@ -71,6 +72,7 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
             for i in range(6):
                 await store.enter(ROOM, f"m{minute}-{i}", now=at + i)
         await store.stats(ROOM)
+        await store.enter(ADAPTIVE, "someone")
 
     in_redis(redis_url, an_event_so_far)
     office_store = Store(connect(redis_url, 5.0))
@@ -93,7 +95,8 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         page.fill("#secret", SECRET)
         page.click("button[type=submit]")
         page.wait_for_selector("tr[data-room=sale]")
-        page.wait_for_selector("#detail:not([hidden])")
+        page.locator("tr[data-room=sale] button", has_text="sale").click()
+        page.wait_for_selector("#detail-title:has-text('Room sale')")
 
         # The line grows while the page watches: the live chart draws it.
         for burst in range(3):
@@ -117,8 +120,17 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         assert "rate 7" in (page.text_content("#activity") or "")
         assert "admin" in (page.text_content("#activity") or "")
         page.wait_for_timeout(2500)  # a refresh with the new rate
+        page.evaluate(
+            "() => { document.activeElement.blur();document.querySelector('.wide').scrollLeft = 0 }"
+        )
         page.screenshot(path=str(ARTIFACTS / "admin-dashboard.png"), full_page=True)
         assert row.locator("input[name=rate]").input_value() == "7"
+        assert page.locator("#health-figure").is_hidden()  # no target, no health chart
+
+        # A room with a health target: its p95, target and rate, charted live.
+        page.locator("tr[data-room=adaptive] button", has_text="adaptive").click()
+        page.wait_for_selector("#health-figure:not([hidden])")
+        page.wait_for_function(f"() => ({COUNT_BLUE})('#health-chart') > 50", timeout=10_000)
         assert problems == [], problems
 
         # WCAG 2.x A and AA (axe-core), in both colour schemes, login page too.

@@ -6,7 +6,7 @@
   var STATUSES = ["open", "paused", "queue_all", "passthrough", "closed"];
   var METHODS = ["fifo", "random"];
   var LIVE_MS = 600000;
-  var live = {}; // room -> [[t s], [waiting], [active]]
+  var live = {}; // room -> [[t s], [waiting], [active], [p95 ms], [target ms], [rate or capacity]]
   var selected = null, editing = false, detail = null, charts = {};
 
   function el(tag, attrs, text) {
@@ -96,26 +96,42 @@
   function chart(id, series, data, scales) {
     var node = document.getElementById(id);
     var width = Math.max(280, node.clientWidth || 480);
-    if (charts[id] && charts[id].width === width && charts[id].series.length === series.length + 1) {
-      charts[id].setData(data);
-      return;
+    var existing = charts[id];
+    if (existing && existing.width === width && existing.series.length === series.length + 1 && existing.room === selected) {
+      existing.setData(data);
+    } else {
+      if (existing) existing.destroy();
+      clear(node);
+      var names = { s: "seconds", ms: "ms", people: "people", per: id === "health-chart" ? "admission" : "per minute" };
+      var axes = [{}, { scale: series[0].scale, label: names[series[0].scale] }];
+      if (scales) axes.push({ side: 1, scale: scales, label: names[scales], grid: { show: false } });
+      existing = charts[id] = new uPlot({ width: width, height: 220, series: [{}].concat(series), axes: axes,
+        scales: { x: { time: true } }, legend: { live: true } }, data, node);
+      existing.room = selected;
     }
-    if (charts[id]) charts[id].destroy();
-    clear(node);
-    var axes = [{}, { scale: series[0].scale, label: series[0].scale === "s" ? "seconds" : "people" }];
-    if (scales) axes.push({ side: 1, scale: scales, label: scales === "s" ? "seconds" : "per minute", grid: { show: false } });
-    // At least SPAN of time on the x axis, so that a first point or two
-    // do not stretch it over years.
-    var span = id === "live-chart" ? 20 : 600;
-    var x = { time: true, range: function (u, min, max) { return [Math.min(min, max - span), max + span / 40]; } };
-    charts[id] = new uPlot({ width: width, height: 220, series: [{}].concat(series), axes: axes,
-      scales: { x: x }, legend: { live: true } }, data, node);
+    // At least SPAN seconds on the x axis, so that a first point or two do
+    // not stretch it over years.
+    var t = data[0], span = id === "live-chart" || id === "health-chart" ? 20 : 600;
+    if (t.length) {
+      var last = t[t.length - 1];
+      existing.setScale("x", { min: Math.min(t[0], last - span), max: last + span / 40 });
+    }
   }
   function drawLive() {
-    var d = live[selected] || [[], [], []];
+    var d = live[selected] || [[], [], [], [], [], []];
     chart("live-chart", [
       { label: "waiting", stroke: "#2457d6", width: 2, scale: "people" },
-      { label: "active", stroke: "#0f7a3d", width: 2, scale: "people" }], d);
+      { label: "active", stroke: "#0f7a3d", width: 2, scale: "people" }], d.slice(0, 3));
+    // A room with a health target: what the controller sees and sets.
+    var health = d[4].length && d[4][d[4].length - 1] > 0;
+    document.getElementById("health-figure").hidden = !health;
+    if (health) {
+      chart("health-chart", [
+        { label: "p95 ms", stroke: "#b42318", width: 2, scale: "ms" },
+        { label: "target ms", stroke: "#b07a00", width: 1.5, scale: "ms", dash: [6, 4] },
+        { label: "rate (or capacity)", stroke: "#2457d6", width: 2, scale: "per" }],
+        [d[0], d[3], d[4], d[5]], "per");
+    }
   }
   // One point a minute, at its end; the current minute so far is the last
   // point, with the line as it stands now.
@@ -267,9 +283,11 @@
   function refresh() {
     api("GET", "api/rooms").then(function (d) {
       d.rooms.forEach(function (room) {
-        var h = live[room.room] = live[room.room] || [[], [], []];
-        h[0].push(d.now / 1000); h[1].push(room.waiting); h[2].push(room.active);
-        while (h[0].length && h[0][0] < (d.now - LIVE_MS) / 1000) { h[0].shift(); h[1].shift(); h[2].shift(); }
+        var h = live[room.room] = live[room.room] || [[], [], [], [], [], []];
+        var values = [d.now / 1000, room.waiting, room.active, room.p95_ms < 0 ? null : room.p95_ms, room.target_ms,
+          room.rate > 0 ? room.rate : room.capacity];
+        values.forEach(function (v, i) { h[i].push(v); });
+        while (h[0].length && h[0][0] < (d.now - LIVE_MS) / 1000) h.forEach(function (a) { a.shift(); });
       });
       var body = document.getElementById("rooms");
       if (!editing && !body.contains(document.activeElement) && d.rooms.length) {
