@@ -24,8 +24,9 @@ import pytest
 import redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from queuegate import QueueGate
+from queuegate import QueueGate, Store
 from queuegate.embedded import EmbeddedServer, free_port, server_binary
+from queuegate.store import connect
 
 SECRET = "test-secret-key-0123456789abcdef"
 
@@ -123,6 +124,14 @@ def redis_url(server_url: str, servers: dict[str, Any], server_kind: str) -> str
     with redis.Redis.from_url(server_url) as client:
         client.flushdb()
     return server_url
+
+
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[Store]:
+    """The rooms' store on this test's server (scripts driven directly)."""
+    store = Store(connect(redis_url, 5.0))
+    yield store
+    await store.aclose()
 
 
 @pytest.fixture

@@ -3,13 +3,10 @@ driven through the scripts with explicit times, on every kind of server."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from queuegate import Room, Store
 from queuegate.analytics import KEEP_MINUTES, WAIT_BOUNDS_MS, WaitHistogram
-from queuegate.store import connect
 
 from .conftest import ALL_KINDS
 
@@ -19,13 +16,6 @@ pytestmark = pytest.mark.anyio
 
 T0 = 1_700_000_020_000  # ms; 20 s before a minute starts
 MIN = 60_000
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[Store]:
-    store = Store(connect(redis_url, 5.0))
-    yield store
-    await store.aclose()
 
 
 def rate_room(rate: int = 1, per: float = 10.0, **kw: object) -> Room:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
 
 from queuegate import Room, Store
 from queuegate.fairness import prequeue_order, seed_commitment
-from queuegate.store import connect
 
 from .conftest import ALL_KINDS
 
@@ -19,13 +17,6 @@ SERVER_KINDS = ALL_KINDS
 pytestmark = pytest.mark.anyio
 
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[Store]:
-    store = Store(connect(redis_url, 5.0))
-    yield store
-    await store.aclose()
 
 
 async def test_lottery_gives_everyone_waiting_the_same_chance(store: Store) -> None:

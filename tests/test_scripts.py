@@ -6,12 +6,9 @@ intervals and expiries are exact and nothing sleeps.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from queuegate import Room, Store
-from queuegate.store import connect
 
 from .conftest import ALL_KINDS
 
@@ -21,13 +18,6 @@ SERVER_KINDS = ALL_KINDS
 pytestmark = pytest.mark.anyio
 
 T0 = 1_700_000_000_000  # ms
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[Store]:
-    store = Store(connect(redis_url, 5.0))
-    yield store
-    await store.aclose()
 
 
 def rate_room(rate: int = 3, per: float = 1.0, **kw: object) -> Room:
