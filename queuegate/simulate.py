@@ -40,6 +40,7 @@ class Progress:
     admitted: int = 0
     gave_up: int = 0
     errors: int = 0
+    limited: int = 0  # answers 429 (client_limit), each waited out and retried
     waits: list[float] = field(default_factory=list)
     last_error: str = ""
 
@@ -58,6 +59,7 @@ class Progress:
             "admitted": self.admitted,
             "gave_up": self.gave_up,
             "errors": self.errors,
+            "limited": self.limited,
             "wait_p50_s": pct(0.5),
             "wait_p90_s": pct(0.9),
             "wait_p99_s": pct(0.99),
@@ -113,6 +115,18 @@ async def _visit(
     arrived = time.monotonic()
     headers = {"accept": "application/json"}
     response = await browser.get(url, headers=headers)
+    while response.status_code == 429:
+        # Too many new places from this address this minute (every virtual
+        # visitor comes from one): back after Retry-After, as a browser
+        # behind a shared address would be.
+        progress.limited += 1
+        pause = float(response.headers.get("retry-after", "5"))
+        later = time.monotonic() + pause
+        if later > deadline or (leaves is not None and later - arrived >= leaves):
+            progress.gave_up += 1
+            return
+        await asyncio.sleep(pause)
+        response = await browser.get(url, headers=headers)
     if response.status_code < 300:
         progress.admitted += 1
         progress.waits.append(0.0)

@@ -237,3 +237,25 @@ def test_virtual_visitors_take_the_challenge_like_the_page(redis_url: str) -> No
         progress = asyncio.run(simulate(base + "/checkout", 5, 5, give_up=0.0, max_seconds=30))
     assert (progress.admitted, progress.errors) == (3, 0), progress.last_error
     assert progress.gave_up == 2  # still waiting (3 a minute) when the run's time was up
+
+
+def test_virtual_visitors_wait_out_the_client_limit_instead_of_failing(redis_url: str) -> None:
+    """All virtual visitors come from one address: past client_limit they are
+    answered 429 with Retry-After, and wait as a browser behind a shared
+    address would (here the run ends first: they count as gave up, not as
+    errors)."""
+    from queuegate import QueueGate, Room
+    from queuegate.simulate import simulate
+
+    from .conftest import lifespan_app, served
+
+    sale = Room("sale", paths=["/checkout*"], rate=100, per=1.0, client_limit=3)
+    gate = QueueGate(
+        lifespan_app, redis=redis_url, secret_key=SECRET, rooms=[sale], cookie_secure=False, environ={}
+    )
+    with served(gate) as base:
+        progress = asyncio.run(simulate(base + "/checkout", 6, 6, give_up=0.0, max_seconds=3))
+    assert progress.errors == 0, progress.last_error
+    assert progress.admitted == 3
+    assert progress.limited >= 3
+    assert progress.gave_up == 3
