@@ -98,8 +98,9 @@ def _minute(values: list[float], current: bool) -> dict[str, Any]:
 
 def summarise(waits: dict[str, int], minutes: list[str], current: str | None) -> dict[str, Any]:
     """The figures from the raw keys: ``<base>waits`` (field -> count), the
-    ``<base>minutes`` entries, and the state's ``an_minute`` (the current
-    minute, without its line figures, which the caller's stats give)."""
+    ``<base>minutes`` entries, and the current minute's counters from the
+    state hash ("start,joined,admitted,gave_up,wait_sum,waits,eta_max";
+    without its line figures, which the caller's stats give)."""
     rows = [_minute([float(v) for v in entry.split(",")], False) for entry in minutes]
     if current:
         values = [float(v) for v in current.split(",")]

@@ -418,11 +418,18 @@ class Store:
         waits = await self.guard(self.client.hgetall(base + "waits"))
         closed = minutes - 1
         rows = await self.guard(self.client.lrange(base + "minutes", -closed, -1)) if closed > 0 else []
-        current = await self.guard(self.client.hget(self.keys(name)[4], "an_minute"))
+        fields = ("an_start", "an_j", "an_a", "an_g", "an_ws", "an_wn", "an_eta")
+        current = await self.guard(self.client.hmget(self.keys(name)[4], fields))
+        this_minute = None
+        if current[0] is not None:
+            this_minute = ",".join(
+                _text(value) if value is not None else ("-1" if field == "an_eta" else "0")
+                for field, value in zip(fields, current, strict=True)
+            )
         return summarise(
             {_text(k): int(v) for k, v in waits.items()},
             [_text(row) for row in rows],
-            None if current is None else _text(current),
+            this_minute,
         )
 
     async def room_names(self) -> list[str]:

@@ -166,3 +166,16 @@ def test_quantiles_read_inside_the_bucket() -> None:
     assert WaitHistogram((0,) * len(counts), 0).quantile(0.5) is None
     beyond = WaitHistogram((0,) * len(WAIT_BOUNDS_MS) + (3,), 0)
     assert beyond.quantile(0.99) == WAIT_BOUNDS_MS[-1]
+
+
+async def test_a_batch_admitted_together_gets_each_visitor_s_own_wait(store: Store) -> None:
+    room = rate_room(rate=100, per=10.0)
+    # 300 join 10 ms apart: 100 straight in, then 100 joined at 1-2 s and 100
+    # at 2-3 s, let in together at 10 s (waits 8-9 s) and 20 s (17-18 s).
+    for i in range(300):
+        await store.enter(room, f"v{i}", now=T0 + 10 * i)
+    await store.stats(room, now=T0 + 10_000)
+    await store.stats(room, now=T0 + 20_000)
+    admitted = (await store.analytics(room))["waits"]["admitted"]
+    assert admitted["counts"][:4] == [100, 100, 100, 0]
+    assert 100 * 8_000 + 100 * 17_000 <= admitted["sum_ms"] <= 100 * 9_000 + 100 * 18_000 + 200 * 1000

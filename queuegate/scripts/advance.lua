@@ -218,9 +218,9 @@ end
 -- the line. Every script calls it first (enter does not need it for a
 -- visitor who is simply inside: see inside.lua).
 local function advance()
-  analytics_load()
   local state = redis.call('HMGET', KEYS[5], 'tokens', 'refill_at', 'win_start', 'win_count',
-    'win_prev', 'end_count', 'end_prev', 'seed', 'draws', 'shuffled')
+    'win_prev', 'end_count', 'end_prev', 'seed', 'draws', 'shuffled', 'an_start', 'an_cp_at')
+  analytics_load(state[11], state[12])
   tokens, refill_at = tonumber(state[1]), tonumber(state[2])
   win_start = tonumber(state[3]) or now
   win_count, win_prev = tonumber(state[4]) or 0, tonumber(state[5]) or 0

@@ -12,8 +12,9 @@
 --                         'est_ok': those whose real wait was within
 --                         ACCURATE of it.
 --   <base>arrivals  zset  arrival checkpoints, score = arrival number, member
---                         "seq:ms:estimate_ms:slope": the first join of each
---                         CHECKPOINT_MS or CHECKPOINT_EVERY joins. A visitor
+--                         "seq:ms:estimate_ms:slope": every CHECKPOINT_EVERY-th
+--                         arrival number, and the first join CHECKPOINT_MS
+--                         after the last checkpoint. A visitor
 --                         joined at most CHECKPOINT_MS after the checkpoint at
 --                         or before their number; their estimate at joining
 --                         was the checkpoint's plus slope (ms a place) times
@@ -24,10 +25,12 @@
 --                         wait_sum_ms,waits,waiting,active,eta_max_ms"
 --                         (waits: admissions whose wait is known; waiting and
 --                         active: at the minute's end; eta_max_ms: the longest
---                         estimate given at joining, -1 = none)
---   state hash fields 'an_minute' (the current minute's counters, as in a
---   `minutes` entry without waiting and active) and 'an_cp' (the last
---   checkpoint: "seq,ms").
+--                         estimate given at a checkpoint, -1 = none)
+--   state hash fields: 'an_start' (the current minute's start, ms), its
+--   counters 'an_j', 'an_a', 'an_g', 'an_ws', 'an_wn' (as in a `minutes`
+--   entry) and 'an_eta' (the longest estimate given at a checkpoint), and
+--   'an_cp_at' (the last checkpoint's time). Counters only ever get HINCRBY,
+--   so a poll reads one number and a join writes one.
 
 local BASE = string.sub(KEYS[5], 1, -6) -- '<prefix>:{room}:'
 local WAIT_BOUNDS = {5000, 15000, 30000, 60000, 120000, 300000, 600000, 900000, 1800000,
@@ -36,14 +39,19 @@ local MINUTE = 60000
 local KEEP_MINUTES = 2880 -- two days of one-minute points
 local CHECKPOINT_MS, CHECKPOINT_EVERY = 1000, 100
 local ACCURATE = 0.2
+local MINUTE_FIELDS = {'an_j', 'an_a', 'an_g', 'an_ws', 'an_wn', 'an_eta'}
 
-local an_start, an_joined, an_admitted, an_gave_up, an_wait_sum, an_waits, an_eta
-local cp_seq, cp_at
-local an_dirty = false
-local an_tally = {} -- field of <base>waits -> increment, written by analytics_save
+local cp_at
+-- Increments to write by analytics_save: field of <base>waits -> n, and
+-- field of the state hash (this minute's counters) -> n.
+local an_tally, an_minute = {}, {}
 
 local function an_add(field, n)
   an_tally[field] = (an_tally[field] or 0) + n
+end
+
+local function an_count(field, n)
+  an_minute[field] = (an_minute[field] or 0) + n
 end
 
 local function wait_bucket(ms)
@@ -53,67 +61,92 @@ local function wait_bucket(ms)
   return #WAIT_BOUNDS + 1
 end
 
--- This minute's counters; the first call of a new minute closes the last
--- one with the line as it stands (before this call changes it).
-local function analytics_load()
-  local got = redis.call('HMGET', KEYS[5], 'an_minute', 'an_cp')
+-- The state's 'an_start' and 'an_cp_at', read by advance with the rest of
+-- the state. The first call of a new minute closes the last one with the
+-- line as it stands (before this call changes it).
+local function analytics_load(started, last_checkpoint)
   local start = now - now % MINUTE
-  local m = {}
-  if got[1] then
-    for v in string.gmatch(got[1], '[^,]+') do m[#m + 1] = tonumber(v) end
+  cp_at = tonumber(last_checkpoint)
+  started = tonumber(started)
+  if started == start then return end
+  if started then
+    local m = redis.call('HMGET', KEYS[5], unpack(MINUTE_FIELDS))
+    local line = redis.call('ZCARD', KEYS[2])
+    local active = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+    redis.call('RPUSH', BASE .. 'minutes', string.format('%.0f,%d,%d,%d,%.0f,%d,%d,%d,%.0f', started,
+      tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3]) or 0, tonumber(m[4]) or 0,
+      tonumber(m[5]) or 0, line, active, tonumber(m[6]) or -1))
+    redis.call('LTRIM', BASE .. 'minutes', -KEEP_MINUTES, -1)
+    redis.call('HDEL', KEYS[5], unpack(MINUTE_FIELDS))
   end
-  if m[1] == start then
-    an_start, an_joined, an_admitted, an_gave_up, an_wait_sum, an_waits, an_eta = unpack(m)
-  else
-    if m[1] then
-      local line = redis.call('ZCARD', KEYS[2])
-      local active = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
-      redis.call('RPUSH', BASE .. 'minutes', string.format('%.0f,%d,%d,%d,%.0f,%d,%d,%d,%.0f',
-        m[1], m[2], m[3], m[4], m[5], m[6], line, active, m[7]))
-      redis.call('LTRIM', BASE .. 'minutes', -KEEP_MINUTES, -1)
-    end
-    an_start, an_joined, an_admitted, an_gave_up, an_wait_sum, an_waits, an_eta = start, 0, 0, 0, 0, 0, -1
-    an_dirty = true
-  end
-  if got[2] then
-    local s, at = string.match(got[2], '^(%d+),(%d+)$')
-    cp_seq, cp_at = tonumber(s), tonumber(at)
-  end
+  redis.call('HSET', KEYS[5], 'an_start', start)
 end
 
--- When the visitor with arrival number `seq` joined (ms) and the estimate
--- they were given (ms, -1 = none), or nil when no checkpoint covers them.
-local function joined_at(seq)
-  local cp = redis.call('ZREVRANGEBYSCORE', BASE .. 'arrivals', seq, '-inf', 'LIMIT', 0, 1)
-  if not cp[1] then return nil end
-  local s, at, est, slope = string.match(cp[1], '^(%d+):(%d+):(%-?%d+):(%-?[%d.]+)$')
-  est, slope = tonumber(est), tonumber(slope)
-  if est >= 0 and slope >= 0 then
-    est = est + (seq - tonumber(s)) * slope
-  else
-    est = -1
+-- A checkpoint member: its arrival number, time (ms), estimate and slope.
+local function checkpoint(member)
+  local s, at, est, slope = string.match(member, '^(%d+):(%d+):(%-?%d+):(%-?[%d.]+)$')
+  return tonumber(s), tonumber(at), tonumber(est), tonumber(slope)
+end
+-- When each visitor with an arrival number in `seqs` joined (ms) and the
+-- estimate they were given (ms, -1 = none): two tables seq -> ms and seq ->
+-- estimate, without those no checkpoint covers. Visitors admitted together are mostly
+-- neighbours in the line, so their checkpoints come in one range read (two
+-- calls, not one per visitor) unless they are spread far apart (a lottery).
+local function joined_at(seqs)
+  local key, joined, told = BASE .. 'arrivals', {}, {}
+  local lo, hi = math.huge, -math.huge
+  for _, seq in ipairs(seqs) do
+    if seq < lo then lo = seq end
+    if seq > hi then hi = seq end
   end
-  return tonumber(at), est
+  local points = {}
+  if #seqs > 0 and (hi - lo) / CHECKPOINT_EVERY <= 4 * #seqs then
+    local first = redis.call('ZREVRANGEBYSCORE', key, lo, '-inf', 'LIMIT', 0, 1)
+    if first[1] then points[1] = first[1] end
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. lo, hi)) do points[#points + 1] = member end
+  else
+    for _, seq in ipairs(seqs) do
+      local cp = redis.call('ZREVRANGEBYSCORE', key, seq, '-inf', 'LIMIT', 0, 1)
+      if cp[1] then points[#points + 1] = cp[1] end
+    end
+  end
+  local parsed = {}
+  for i, member in ipairs(points) do parsed[i] = {checkpoint(member)} end
+  table.sort(parsed, function(a, b) return a[1] < b[1] end)
+  for _, seq in ipairs(seqs) do
+    -- The last checkpoint at or before seq (binary search).
+    local low, high, best = 1, #parsed, nil
+    while low <= high do
+      local mid = math.floor((low + high) / 2)
+      if parsed[mid][1] <= seq then best, low = parsed[mid], mid + 1 else high = mid - 1 end
+    end
+    if best then
+      joined[seq] = best[2]
+      told[seq] = (best[3] >= 0 and best[4] >= 0) and best[3] + (seq - best[1]) * best[4] or -1
+    end
+  end
+  return joined, told
 end
 
 -- `n` visitors admitted; `seqs`: the arrival numbers of those who came from
 -- the line (none when they went straight in: a wait of 0).
 local function analytics_admitted(n, seqs)
   if n <= 0 then return end
-  an_admitted = an_admitted + n
-  an_dirty = true
+  an_count('an_a', n)
   if not seqs then
     an_add('a1', n)
-    an_waits = an_waits + n
+    an_count('an_wn', n)
     return
   end
+  local joined, told = joined_at(seqs)
   for _, seq in ipairs(seqs) do
-    local at, est = joined_at(seq)
+    local at, est = joined[seq], told[seq]
     if at then
       local waited = math.max(0, now - at)
       an_add('a' .. wait_bucket(waited), 1)
       an_add('a_sum', waited)
-      an_wait_sum, an_waits = an_wait_sum + waited, an_waits + 1
+      an_count('an_ws', waited)
+      an_count('an_wn', 1)
       if est >= 0 then
         an_add('est_n', 1)
         if math.abs(waited - est) <= ACCURATE * waited then an_add('est_ok', 1) end
@@ -125,9 +158,8 @@ end
 -- The visitor with arrival number `seq` gave up: left, or went silent at
 -- `last` (ms) and was skipped at the front.
 local function analytics_gave_up(seq, last)
-  an_gave_up = an_gave_up + 1
-  an_dirty = true
-  local at = joined_at(seq)
+  an_count('an_g', 1)
+  local at = joined_at({seq})[seq]
   if at then
     local waited = math.max(0, last - at)
     an_add('g' .. wait_bucket(waited), 1)
@@ -138,15 +170,18 @@ end
 -- A visitor joined the line with arrival number `seq` and was told
 -- `estimate` (ms, -1 = none); `later()` gives the estimate of one joining
 -- CHECKPOINT_EVERY places behind them now (the slope between checkpoints).
+-- A checkpoint is taken at every CHECKPOINT_EVERY-th arrival number and at
+-- the first join CHECKPOINT_MS after the last one.
 local function analytics_joined(seq, estimate, later)
-  an_joined = an_joined + 1
-  if estimate > an_eta then an_eta = estimate end
-  an_dirty = true
-  if cp_seq ~= nil and now - cp_at < CHECKPOINT_MS and seq - cp_seq < CHECKPOINT_EVERY then return end
+  an_count('an_j', 1)
+  if cp_at ~= nil and now - cp_at < CHECKPOINT_MS and seq % CHECKPOINT_EVERY ~= 0 then return end
   local slope = -1
   if estimate >= 0 then
     local behind = later()
     if behind >= 0 then slope = math.max(0, (behind - estimate) / CHECKPOINT_EVERY) end
+    if estimate > (tonumber(redis.call('HGET', KEYS[5], 'an_eta')) or -1) then
+      redis.call('HSET', KEYS[5], 'an_eta', estimate)
+    end
   end
   local key = BASE .. 'arrivals'
   redis.call('ZADD', key, seq, string.format('%d:%.0f:%.0f:%.3f', seq, now, estimate, slope))
@@ -157,17 +192,16 @@ local function analytics_joined(seq, estimate, later)
     local keep = redis.call('ZREVRANGEBYSCORE', key, head[2], '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if keep[2] then redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. keep[2]) end
   end
-  cp_seq, cp_at = seq, now
+  cp_at = now
+  redis.call('HSET', KEYS[5], 'an_cp_at', now)
 end
 
 local function analytics_save(forget)
   for field, n in pairs(an_tally) do
     redis.call('HINCRBY', BASE .. 'waits', field, n)
   end
-  if an_dirty then
-    redis.call('HSET', KEYS[5], 'an_minute', string.format('%.0f,%d,%d,%d,%.0f,%d,%.0f', an_start,
-      an_joined, an_admitted, an_gave_up, an_wait_sum, an_waits, an_eta))
-    if cp_seq then redis.call('HSET', KEYS[5], 'an_cp', string.format('%d,%.0f', cp_seq, cp_at)) end
+  for field, n in pairs(an_minute) do
+    redis.call('HINCRBY', KEYS[5], field, n)
   end
   if forget > 0 then
     for _, name in ipairs({'waits', 'arrivals', 'minutes'}) do
