@@ -127,6 +127,7 @@ class QueueGate:
         cookie_secure: bool | None = None,
         cookie_max_age: int | None = None,
         timeout: float | None = None,
+        local_admissions: bool | None = None,
         max_connections: int | None = None,
         waiting_status: int | None = None,
         endpoint: str | None = None,
@@ -148,6 +149,7 @@ class QueueGate:
             cookie_secure=cookie_secure,
             cookie_max_age=cookie_max_age,
             timeout=timeout,
+            local_admissions=local_admissions,
             max_connections=max_connections,
             waiting_status=waiting_status,
             endpoint=endpoint,
@@ -173,7 +175,9 @@ class QueueGate:
                 "client) or set QUEUEGATE_REDIS_URL"
             )
         self.settings = settings
-        self.store = Store(client, settings.prefix, settings.timeout)
+        self.store = Store(
+            client, settings.prefix, settings.timeout, local_admissions=settings.local_admissions
+        )
         self.rooms = Rooms(settings.rooms, self.store)
         self.tokens = Tokens(settings.secret_keys, settings.cookie_max_age)
         self.client_address = ClientAddresses(settings.trusted_proxies)

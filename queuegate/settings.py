@@ -254,6 +254,7 @@ class Settings:
     cookie_secure: bool = True
     cookie_max_age: int = 86400
     timeout: float = 0.25
+    local_admissions: bool = True
     max_connections: int = 50
     waiting_status: int = 503
     endpoint: str = "/_queuegate"
@@ -282,6 +283,8 @@ class Settings:
             raise ConfigError(f"prefix must be 1-32 letters, digits, '.', '-' or '_', got {self.prefix!r}")
         _whole("cookie_max_age", self.cookie_max_age, 1)
         _seconds("timeout", self.timeout)
+        if not isinstance(self.local_admissions, bool):
+            raise ConfigError(f"local_admissions must be True or False, got {self.local_admissions!r}")
         _whole("max_connections", self.max_connections, 1)
         if self.waiting_status not in WAITING_STATUS_CODES:
             raise ConfigError(
@@ -336,6 +339,7 @@ class Settings:
             "cookie_secure": ("QUEUEGATE_COOKIE_SECURE", _env_bool),
             "cookie_max_age": ("QUEUEGATE_COOKIE_MAX_AGE", lambda n, v: int(_env_number(n, v))),
             "timeout": ("QUEUEGATE_TIMEOUT", _env_number),
+            "local_admissions": ("QUEUEGATE_LOCAL_ADMISSIONS", _env_bool),
             "max_connections": ("QUEUEGATE_MAX_CONNECTIONS", lambda n, v: int(_env_number(n, v))),
             "waiting_status": ("QUEUEGATE_WAITING_STATUS", lambda n, v: int(_env_number(n, v))),
             "endpoint": ("QUEUEGATE_ENDPOINT", str),

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, RedisError
 
+from .admissions import LocalAdmissions
 from .analytics import summarise
 from .challenges import Proof
 from .connections import Client, connect, redacted
@@ -70,6 +71,7 @@ class Outcome:
     opens_at_ms: int = 0
     seed_sha256: str = ""
     difficulty: int = 0
+    copyable: bool = False
 
 
 # Each operation is one script: the clock, the shared rules, its own part.
@@ -99,7 +101,9 @@ class Store:
     sent to the node that owns its room's slot.
     """
 
-    def __init__(self, client: Client, prefix: str = "qg", timeout: float = 5.0) -> None:
+    def __init__(
+        self, client: Client, prefix: str = "qg", timeout: float = 5.0, *, local_admissions: bool = True
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.timeout = timeout
@@ -131,6 +135,9 @@ class Store:
         self._encoded = lru_cache(maxsize=20_000)(encode)
         self._keys = lru_cache(maxsize=10_000)(self._make_keys)
         self._head = lru_cache(maxsize=10_000)(self._make_head)
+        # Admissions this process was told of, kept coherent by Redis.
+        self.admissions = LocalAdmissions(client, prefix, self.redis_now_ms, enabled=local_admissions)
+        self._admissions_started = False
 
     def _command(self, script: str, room: str, extra_keys: Sequence[str], args: Sequence[str]) -> bytes:
         # Everything up to the room's own keys is the same call after call,
@@ -275,6 +282,14 @@ class Store:
         checked proof of work, pays for a new place where the room asks one
         (and is spent if it does)."""
         name = room if isinstance(room, str) else room.name
+        if user_hash is None and now is None:
+            # Admitted, as this process was told, and not revoked since.
+            until = self.admissions.admitted_until(name, visitor)
+            if until is not None:
+                return Outcome("active", self.redis_now_ms(), visitor, expires_ms=until, copyable=True)
+            if not self._admissions_started:
+                self._admissions_started = True
+                self.admissions.start()
         base = self._base(name)
         extra: tuple[str, ...] = (base + "client:" + client, base + "user:" + (user_hash or ""))
         ttl = "" if user_hash is None else str(round(user_ttl * 1000))
@@ -282,12 +297,18 @@ class Store:
         if proof is not None:
             extra = (*extra, base + "proof:" + proof.key)
             args += [str(proof.expires_ms), str(proof.difficulty)]
+        sent_at = time.monotonic()
         reply = await self._call("enter", room, now, *args, extra_keys=extra)
         state, now_ms, who = _text(reply[0]), int(reply[1]), _text(reply[2])
         if now is None:
             self._learn_clock(now_ms)
         if state == "active":
-            return Outcome("active", now_ms, who, expires_ms=int(reply[3]), joined=reply[4] == 1)
+            outcome = Outcome(
+                "active", now_ms, who, expires_ms=int(reply[3]), joined=reply[4] == 1, copyable=reply[5] == 1
+            )
+            if outcome.copyable and now is None:
+                self.admissions.copy(name, who, outcome.expires_ms, now_ms, sent_at)
+            return outcome
         if state == "waiting":
             return Outcome(
                 "waiting",
@@ -325,10 +346,12 @@ class Store:
 
     async def release(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The protected action is done: free the slot for the next in line."""
+        self.admissions.forget(room if isinstance(room, str) else room.name, visitor)
         return bool(await self._call("remove", room, now, visitor, "released"))
 
     async def leave(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The visitor gives up their place (waiting or active)."""
+        self.admissions.forget(room if isinstance(room, str) else room.name, visitor)
         return bool(await self._call("remove", room, now, visitor, "left"))
 
     async def drain(self, room: RoomRef, *, now: int | None = None) -> int:
@@ -452,6 +475,7 @@ class Store:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
+        await self.admissions.aclose()
         await self._pipeline.aclose()
         await self.client.aclose()
         # A Sentinel-managed client: its connections to the sentinels too.

@@ -16,6 +16,8 @@
 advance()
 save_state()
 moved() -- a new rate, state or opening changes what every waiting page shows
+-- Copies of the room's admissions go (a session may now slide): admissions.py.
+redis.call('PUBLISH', BASE .. 'revoked', '*:' .. now)
 local n = 0
 for i = 4, #ARGV, 2 do
   if ARGV[i + 1] == '' then

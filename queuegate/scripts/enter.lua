@@ -19,7 +19,11 @@
 --
 -- Returns a flat list: outcome, Redis time (ms), the visitor id answered for,
 -- then per outcome:
---   'active'   expiry_ms, joined                  may pass (joined: just now)
+--   'active'   expiry_ms, joined, copyable       may pass (joined: just now);
+--              copyable: 1 when the admission may be copied in the app's
+--              process until expiry_ms (a fixed session, an anonymous
+--              visitor): its early end is published on <base>revoked
+--              (remove.lua, configure.lua; see queuegate/admissions.py)
 --   'waiting'  rank (0-based), count, eta_ms (-1 = unknown), poll_ms, joined,
 --              method
 --   'prequeue' opens_at_ms, count, poll_ms, joined, seed_sha256
@@ -34,6 +38,7 @@
 
 local id = ARGV[4]
 local user_key = ARGV[6] ~= '' and KEYS[7] or nil
+local copyable = (user_key == nil and not sliding) and 1 or 0
 
 -- A new place costs the client one of its client_limit places a minute, so
 -- one client cannot fill the line. Nothing is counted when none is left.
@@ -73,7 +78,7 @@ else
       expiry = now + session
       redis.call('ZADD', KEYS[4], expiry, id)
     end
-    result = {'active', now, id, expiry, 0}
+    result = {'active', now, id, expiry, 0, copyable}
   elseif status == 'closed' then
     -- Sold out or over: nobody new joins, and those waiting are told so
     -- (their place is kept in case the operator opens the room again).
@@ -95,7 +100,7 @@ else
       -- Nobody waits and there is room: straight in.
       redis.call('ZADD', KEYS[4], now + session, id)
       note_admitted(1)
-      result = {'active', now, id, now + session, 1}
+      result = {'active', now, id, now + session, 1, copyable}
     else
       -- A newcomer, or someone whose session ended or who left: the back.
       seq = redis.call('INCR', KEYS[1])

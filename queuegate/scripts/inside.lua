@@ -5,7 +5,8 @@
 -- are enter's (see advance.lua and enter.lua).
 --
 -- Only for calls from the app (ARGV[2], the defaults, given) without a user
--- (ARGV[6] empty); returns {'active', now, id, expiry_ms, 0} as enter does.
+-- (ARGV[6] empty); returns {'active', now, id, expiry_ms, 0, copyable} as
+-- enter does.
 
 if ARGV[2] ~= '' and ARGV[6] == '' then
   local expiry = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[4]))
@@ -15,7 +16,8 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
     local session, sliding, status, forget = string.match(ARGV[2],
       '^[^,]*,[^,]*,[^,]*,([^,]*),([^,]*),[^,]*,[^,]*,([^,]*),[^,]*,[^,]*,[^,]*,([^,]*)')
     if (set[3] or status) ~= 'passthrough' then
-      if tonumber(set[2] or sliding) == 1 then
+      local slides = tonumber(set[2] or sliding) == 1
+      if slides then
         expiry = now + tonumber(set[1] or session)
         redis.call('ZADD', KEYS[4], expiry, ARGV[4])
         if tonumber(forget) > 0 then
@@ -24,7 +26,7 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
           redis.call('PEXPIRE', KEYS[5], forget)
         end
       end
-      return {'active', now, ARGV[4], expiry, 0}
+      return {'active', now, ARGV[4], expiry, 0, slides and 0 or 1}
     end
   end
 end

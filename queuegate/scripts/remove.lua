@@ -16,6 +16,10 @@ local held = was_active + redis.call('ZREM', KEYS[2], id)
 if seq and ARGV[5] == 'left' then analytics_gave_up(seq, now) end
 redis.call('ZREM', KEYS[3], id)
 note_ended(was_active)
+if was_active > 0 then
+  -- Processes holding a copy of this admission drop it (admissions.py).
+  redis.call('PUBLISH', BASE .. 'revoked', id .. ':' .. now)
+end
 if held > 0 then
   moved()
   redis.call('HINCRBY', KEYS[5], ARGV[5], 1)

@@ -1,0 +1,264 @@
+"""Admissions decided in-process (queuegate/admissions.py): an admitted
+visitor's next requests need no round trip, and every early end of an
+admission reaches every process's copy: by its message, or by the copy being
+dropped when the subscription goes (closed, or silent under a hung Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import redis.asyncio as aioredis
+
+from queuegate import Room, Store
+from queuegate.admissions import LEASE
+from queuegate.embedded import EmbeddedServer
+from queuegate.store import connect
+
+from .conftest import SECRET, MakeGate, client_for
+from .test_deadlines import hang, resume
+
+pytestmark = pytest.mark.anyio
+
+ROOM = Room("sale", paths=["/checkout"], capacity=10, session=60.0)
+# Event-loop scheduling on a loaded 2-core machine.
+MARGIN = 0.15
+
+
+async def until(condition: Callable[[], bool], seconds: float = 3.0) -> float:
+    """Wait for ``condition``; the seconds it took."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < seconds, "not within the time allowed"
+        await asyncio.sleep(0.01)
+    return time.monotonic() - start
+
+
+@pytest.fixture
+async def processes(redis_url: str) -> AsyncIterator[list[Store]]:
+    """Two stores on their own connections, as two app processes have."""
+    stores = [Store(connect(redis_url, 5.0)) for _ in range(2)]
+    yield stores
+    for store in stores:
+        await store.aclose()
+
+
+async def admitted_and_copied(store: Store, room: Room, visitor: str) -> None:
+    """Let ``visitor`` in through ``store`` once its subscription is live, so
+    the answer is copied."""
+    store.admissions.start()
+    await until(lambda: store.admissions.live)
+    outcome = await store.enter(room, visitor)
+    assert outcome.state == "active"
+    assert outcome.copyable
+    assert store.admissions.admitted_until(room.name, visitor) == outcome.expires_ms
+
+
+async def evalsha_calls(client: aioredis.Redis) -> int:
+    stats = await client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+async def test_an_admitted_visitor_passes_without_asking_redis(processes: list[Store]) -> None:
+    store = processes[0]
+    await admitted_and_copied(store, ROOM, "v1")
+    assert isinstance(store.client, aioredis.Redis)
+    before = await evalsha_calls(store.client)
+    hits = store.admissions.hits
+    for _ in range(50):
+        outcome = await store.enter(ROOM, "v1")
+        assert outcome.state == "active"
+    assert store.admissions.hits - hits == 50
+    assert await evalsha_calls(store.client) == before
+    # Someone never admitted still asks Redis, and waits or joins there.
+    assert (await store.enter(ROOM, "v2")).state == "active"
+    assert await evalsha_calls(store.client) == before + 1
+
+
+async def test_a_release_in_one_process_ends_the_copy_in_another(processes: list[Store]) -> None:
+    one, other = processes
+    full = Room("full", paths=["/f"], capacity=1, session=60.0)
+    await admitted_and_copied(other, full, "v1")
+    assert await one.release(full, "v1")
+    took = await until(lambda: other.admissions.admitted_until("full", "v1") is None, 1.0)
+    assert took < 0.5
+    # The next in line is let in; the released visitor is not any more.
+    assert (await other.enter(full, "v2")).state == "active"
+    assert (await other.enter(full, "v1")).state == "waiting"
+
+
+async def test_leaving_and_operator_changes_end_copies(processes: list[Store]) -> None:
+    one, other = processes
+    await admitted_and_copied(other, ROOM, "v1")
+    await admitted_and_copied(other, ROOM, "v2")
+    await one.leave(ROOM, "v1")
+    await until(lambda: other.admissions.admitted_until("sale", "v1") is None, 1.0)
+    assert other.admissions.admitted_until("sale", "v2") is not None
+    # A change of settings (here: sessions now slide) drops the whole room.
+    await one.configure(ROOM, sliding=True)
+    await until(lambda: other.admissions.admitted_until("sale", "v2") is None, 1.0)
+    outcome = await other.enter(ROOM, "v2")
+    assert outcome.state == "active"
+    assert not outcome.copyable
+    assert other.admissions.admitted_until("sale", "v2") is None
+
+
+async def test_sliding_sessions_and_identified_users_are_never_copied(processes: list[Store]) -> None:
+    store = processes[0]
+    sliding = Room("slide", paths=["/s"], capacity=5, session=60.0, sliding=True)
+    store.admissions.start()
+    await until(lambda: store.admissions.live)
+    for _ in range(2):
+        outcome = await store.enter(sliding, "v1")
+        assert outcome.state == "active"
+        assert not outcome.copyable
+    assert store.admissions.admitted_until("slide", "v1") is None
+    for _ in range(2):
+        outcome = await store.enter(ROOM, "v2", user_hash="u" * 32)
+        assert outcome.state == "active"
+        assert not outcome.copyable
+    assert store.admissions.admitted_until("sale", "v2") is None
+
+
+async def test_a_copy_ends_with_the_session(processes: list[Store]) -> None:
+    store = processes[0]
+    short = Room("short", paths=["/s"], capacity=5, session=0.3)
+    await admitted_and_copied(store, short, "v1")
+    await asyncio.sleep(0.4)
+    assert store.admissions.admitted_until("short", "v1") is None
+    assert (await store.enter(short, "v1", join=False)).state != "active"
+
+
+async def test_an_answer_read_before_a_heard_revocation_is_not_copied(processes: list[Store]) -> None:
+    """Replies and messages come on two connections, in no common order: a
+    revocation heard first still wins over the older answer."""
+    store = processes[0]
+    await admitted_and_copied(store, ROOM, "v0")
+    copies = store.admissions
+    now = store.redis_now_ms()
+    sent = time.monotonic()
+    copies.revoke("sale", "v1", now)
+    copies.copy("sale", "v1", now + 60_000, read_at_ms=now - 1, sent_at=sent)
+    copies.copy("sale", "v1", now + 60_000, read_at_ms=now, sent_at=sent)
+    assert copies.admitted_until("sale", "v1") is None
+    copies.copy("sale", "v1", now + 60_000, read_at_ms=now + 1, sent_at=sent)
+    assert copies.admitted_until("sale", "v1") == now + 60_000
+    # Nor an answer read before the subscription was (the revocations
+    # between them were never heard).
+    copies.copy("sale", "v2", now + 60_000, read_at_ms=copies.live_since - 1, sent_at=sent)
+    assert copies.admitted_until("sale", "v2") is None
+    copies.revoke("sale", "*", now + 5)
+    assert copies.admitted_until("sale", "v0") is None
+    copies.copy("sale", "v0", now + 60_000, read_at_ms=now + 4, sent_at=sent)
+    assert copies.admitted_until("sale", "v0") is None
+
+
+async def test_a_copy_ends_by_the_clock_of_the_request_s_sending(processes: list[Store]) -> None:
+    """The script ran at some moment after the request was sent: the copy
+    counts the session's remaining time from the sending, so it never
+    outlives the session in Redis, however long the reply took to come."""
+    store = processes[0]
+    await admitted_and_copied(store, ROOM, "v0")
+    copies = store.admissions
+    now = store.redis_now_ms()
+    # Answered with 200 ms left, for a request sent 150 ms ago: 49 ms left.
+    copies.copy("sale", "v1", now + 200, read_at_ms=now, sent_at=time.monotonic() - 0.15)
+    assert copies.admitted_until("sale", "v1") == now + 200
+    await asyncio.sleep(0.06)
+    assert copies.admitted_until("sale", "v1") is None
+    # Sent 200 ms ago with 200 ms left: already over.
+    copies.copy("sale", "v2", now + 200, read_at_ms=now, sent_at=time.monotonic() - 0.2)
+    assert copies.admitted_until("sale", "v2") is None
+
+
+async def test_a_closed_subscription_drops_every_copy_until_it_is_back(processes: list[Store]) -> None:
+    store = processes[0]
+    await admitted_and_copied(store, ROOM, "v1")
+    assert isinstance(store.client, aioredis.Redis)
+    await store.client.client_kill_filter(_type="pubsub")
+    await until(lambda: not store.admissions.live, 1.0)
+    assert store.admissions.admitted_until("sale", "v1") is None
+    # Meanwhile Redis decides, and nothing it says is kept.
+    assert (await store.enter(ROOM, "v1")).state == "active"
+    assert store.admissions.admitted_until("sale", "v1") is None
+    await until(lambda: store.admissions.live, 3.0)
+    assert (await store.enter(ROOM, "v1")).state == "active"
+    assert store.admissions.admitted_until("sale", "v1") is not None
+
+
+async def test_the_lease_is_renewed_while_the_subscription_answers(processes: list[Store]) -> None:
+    store = processes[0]
+    await admitted_and_copied(store, ROOM, "v1")
+    for _ in range(round(3 * LEASE / 0.05)):
+        assert store.admissions.live
+        assert store.admissions.admitted_until("sale", "v1") is not None
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("moment", [0.0, 0.1, 0.2, 0.3])
+async def test_a_hung_redis_drops_every_copy_within_the_stated_limit(
+    own_server: EmbeddedServer, moment: float
+) -> None:
+    """SIGSTOP leaves the subscription's connection open and silent: the copy
+    must still go within LEASE of the hang, whenever in the ping's cycle the
+    hang starts (the moments shift it across one cycle), and stay gone."""
+    store = Store(connect(own_server.url, 0.25))
+    try:
+        await admitted_and_copied(store, ROOM, "v1")
+        await asyncio.sleep(moment)
+        hang(own_server)
+        try:
+            took = await until(lambda: store.admissions.admitted_until("sale", "v1") is None, LEASE + 2)
+            assert took <= LEASE + MARGIN, f"copy kept {took:.2f} s into the hang"
+            for _ in range(10):
+                assert not store.admissions.live
+                assert store.admissions.admitted_until("sale", "v1") is None
+                await asyncio.sleep(0.1)
+        finally:
+            resume(own_server)
+        await until(lambda: store.admissions.live, 5.0)
+    finally:
+        await store.aclose()
+
+
+async def test_a_cluster_copies_nothing(servers: dict[str, object]) -> None:
+    """redis-py's asyncio cluster client has no pub/sub: every request asks."""
+    nodes = servers["get"]("cluster")  # type: ignore[operator]
+    store = Store(connect(f"redis+cluster://127.0.0.1:{nodes[0].port}", 5.0))
+    room = Room(f"c{time.time_ns()}", paths=["/c"], capacity=10, session=60.0)
+    try:
+        for _ in range(3):
+            outcome = await store.enter(room, "v1")
+            assert outcome.state == "active"
+        assert not store.admissions.live
+        assert store.admissions.admitted_until(room.name, "v1") is None
+    finally:
+        await store.aclose()
+
+
+async def test_the_gate_copies_unless_told_not_to(make_gate: MakeGate) -> None:
+    for local, hits in ((True, 3), (False, 0)):
+        gate = await make_gate(rooms=[ROOM], local_admissions=local)
+        async with client_for(gate) as client:
+            assert (await client.get("/checkout")).status_code == 200
+            if local:
+                await until(lambda g=gate: g.store.admissions.live)  # type: ignore[misc]
+                assert (await client.get("/checkout")).status_code == 200  # copied now
+            for _ in range(3):
+                assert (await client.get("/checkout")).status_code == 200
+        assert gate.store.admissions.hits == hits
+        assert gate.store.admissions.live is local
+
+
+def test_the_setting_is_read_and_checked() -> None:
+    from queuegate import ConfigError
+    from queuegate.settings import Settings
+
+    assert not Settings.load({"QUEUEGATE_LOCAL_ADMISSIONS": "off"}, secret_key=SECRET).local_admissions
+    assert Settings.load({}, secret_key=SECRET).local_admissions
+    with pytest.raises(ConfigError, match="QUEUEGATE_LOCAL_ADMISSIONS"):
+        Settings.load({"QUEUEGATE_LOCAL_ADMISSIONS": "maybe"}, secret_key=SECRET)
+    with pytest.raises(ConfigError, match="local_admissions"):
+        Settings.load({}, secret_key=SECRET, local_admissions="yes")
