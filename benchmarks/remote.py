@@ -10,10 +10,13 @@ in each direction, in order, without waiting for the chunk before it (so
 pipelining still works, as across a real network). The proxy's round trip is
 measured and printed (PING through it).
 
-The same trivial app is served bare and gated (as in ``python -m
-benchmarks``) and loaded at 4 connections, so the figures are latencies, not
-queueing: the p50 an admitted visitor's request takes, bare and gated, and
-what the gate adds.
+The same trivial app is served bare, gated, and gated with
+``local_admissions=False`` (every request asks Redis, as before 0.2), and
+loaded with one connection: the p50 an admitted visitor's request takes and
+what the gate adds to it (the issue's figure). Then again with 4
+connections, a closed loop that keeps the one uvicorn worker busy: there a
+request also waits for the 3 ahead of it, so what the gate adds shows about
+4 times its CPU cost per request.
 """
 
 from __future__ import annotations
@@ -34,10 +37,10 @@ import redis
 
 from queuegate.embedded import EmbeddedServer, free_port, server_binary
 
-from .loadgen import run_load
-from .speed import ROOT, cookie, uvicorn_server
+from .loadgen import Result, run_load
+from .speed import ROOT, Served, cookie, uvicorn_server
 
-CONNECTIONS = 4
+CONNECTIONS = (1, 4)
 
 
 def _delayed(source: socket.socket, sink: socket.socket, delay: float) -> None:
@@ -124,33 +127,56 @@ def main(argv: list[str] | None = None) -> int:
         port, target, delay_ms = args.proxy
         _serve_proxy(int(port), int(target), float(delay_ms) / 2000)
         return 0
-    report: dict[str, object] = {"delay_ms": args.delay_ms, "connections": CONNECTIONS}
+    report: dict[str, object] = {"delay_ms": args.delay_ms}
     with EmbeddedServer(server_binary("path")) as server, delaying_proxy(server.port, args.delay_ms) as port:
         report["redis_round_trip_ms"] = round(round_trip_ms(port), 3)
         remote = f"redis://127.0.0.1:{port}/0"
-        with uvicorn_server("bare", remote) as bare, uvicorn_server("gated", remote) as gated:
-            admitted = {"Cookie": cookie(gated.port, "/page", "bench-in", 1)}
-            pairs = [
-                (
-                    run_load(bare.port, "/page", args.seconds, CONNECTIONS, {}, False),
-                    run_load(gated.port, "/page", args.seconds, CONNECTIONS, admitted, False),
-                )
-                for _ in range(args.rounds)
-            ]
-    med = statistics.median
-    report["bare_p50_ms"] = round(med(b.p50_ms for b, _ in pairs), 3)
-    report["gated_p50_ms"] = round(med(g.p50_ms for _, g in pairs), 3)
-    added = round(med(g.p50_ms - b.p50_ms for b, g in pairs), 3)
-    report["added_p50_ms"] = added
-    report["gated_p99_ms"] = round(med(g.p99_ms for _, g in pairs), 3)
-    report["errors"] = sum(b.errors + g.errors for b, g in pairs)
+        asking = {"QUEUEGATE_LOCAL_ADMISSIONS": "false"}
+        with (
+            uvicorn_server("bare", remote) as bare,
+            uvicorn_server("gated", remote) as gated,
+            uvicorn_server("gated", remote, env=asking) as asks,
+        ):
+            servers: dict[str, tuple[Served, dict[str, str]]] = {
+                "bare": (bare, {}),
+                "gated": (gated, {}),
+                "asking": (asks, {}),
+            }
+            for name, (served, headers) in servers.items():
+                if name != "bare":
+                    headers["Cookie"] = cookie(served.port, "/page", "bench-in", 1)
+            for connections in CONNECTIONS:
+                runs: dict[str, list[Result]] = {name: [] for name in servers}
+                for _ in range(args.rounds):
+                    for name, (served, headers) in servers.items():
+                        load = run_load(served.port, "/page", args.seconds, connections, headers, False)
+                        runs[name].append(load)
+                suffix = "" if connections == 1 else f"_{connections}_connections"
+                report.update(figures(runs, suffix))
     if args.json:
         print(json.dumps(report))
     else:
         for name, value in report.items():
-            print(f"{name:>22}  {value}")
-        print(f"{'target':>22}  added_p50_ms <= 0.1: {'met' if added <= 0.1 else 'MISSED'}")
+            print(f"{name:>40}  {value}")
+        added = report["added_p50_ms"]
+        print(f"{'target':>40}  added_p50_ms <= 0.1: {'met' if added <= 0.1 else 'MISSED'}")  # type: ignore[operator]
     return 0
+
+
+def figures(runs: dict[str, list[Result]], suffix: str) -> dict[str, object]:
+    """Medians over the rounds; what the gate adds is taken round by round
+    against the bare run of the same round."""
+    med = statistics.median
+    bare = runs["bare"]
+    out: dict[str, object] = {f"bare_p50_ms{suffix}": round(med(r.p50_ms for r in bare), 3)}
+    for name, label in (("gated", ""), ("asking", "asking_redis_")):
+        out[f"{label}gated_p50_ms{suffix}"] = round(med(r.p50_ms for r in runs[name]), 3)
+        out[f"{label}added_p50_ms{suffix}"] = round(
+            med(g.p50_ms - b.p50_ms for b, g in zip(bare, runs[name], strict=True)), 3
+        )
+        out[f"{label}gated_p99_ms{suffix}"] = round(med(r.p99_ms for r in runs[name]), 3)
+    out[f"errors{suffix}"] = sum(r.errors for one in runs.values() for r in one)
+    return out
 
 
 if __name__ == "__main__":

@@ -227,11 +227,15 @@ def million(gated: int, url: str, count: int, seconds: float, small_line: dict[s
     }
 
 
+# The speed issue's targets (admitted visitors decided in-process; polls and
+# joins that cost Redis little).
 TARGETS = [
-    ("admitted", "throughput_ratio", ">=", 0.80),
-    ("admitted", "p99_ratio", "<=", 1.5),
-    ("polling", "throughput_ratio", ">=", 0.80),
-    ("joining", "throughput_ratio", ">=", 0.60),
+    ("admitted", "throughput_ratio", ">=", 0.85),
+    ("admitted", "p99_ratio", "<=", 1.2),
+    ("polling", "throughput_ratio", ">=", 0.85),
+    ("polling", "redis_cpu_us", "<=", 5.0),
+    ("joining", "throughput_ratio", ">=", 0.70),
+    ("joining", "redis_cpu_us", "<=", 12.0),
     ("joining", "gated_p99_ms", "<=", 10.0),
     ("joining", "joined_share", ">=", 0.999),
     ("million", "poll_p99_ms", "<=", 2.0),
