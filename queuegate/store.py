@@ -75,13 +75,14 @@ class Outcome:
 
 
 # Each operation is one script: the clock, the shared rules, its own part.
+# enter's quick answers (inside, poll) come before the set-up they skip.
 SCRIPTS = {
-    "enter": ("clock", "inside", "analytics", "advance", "enter"),
-    "remove": ("clock", "analytics", "advance", "remove"),
-    "stats": ("clock", "analytics", "advance", "stats"),
-    "configure": ("clock", "analytics", "advance", "configure"),
-    "drain": ("clock", "analytics", "advance", "drain"),
-    "health": ("clock", "analytics", "advance", "health"),
+    "enter": ("clock", "inside", "estimate", "poll", "analytics", "advance", "enter"),
+    "remove": ("clock", "estimate", "analytics", "advance", "remove"),
+    "stats": ("clock", "estimate", "analytics", "advance", "stats"),
+    "configure": ("clock", "estimate", "analytics", "advance", "configure"),
+    "drain": ("clock", "estimate", "analytics", "advance", "drain"),
+    "health": ("clock", "estimate", "analytics", "advance", "health"),
 }
 
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Coroutine
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from queuegate import Room, Store
-from queuegate.store import connect
+from queuegate.store import Outcome, connect
 
 from .conftest import ALL_KINDS
 
@@ -101,8 +101,13 @@ class Model:
         return held
 
 
+def _answer(outcome: Outcome) -> tuple[object, ...]:
+    return (outcome.state, outcome.rank, outcome.line, outcome.eta_ms, outcome.poll_ms, outcome.method)
+
+
 class LineMachine(RuleBasedStateMachine):
     url = ""  # the test server, set by the test
+    quick_answers = 0  # polls answered from the room's snapshot (poll.lua)
 
     def __init__(self) -> None:
         super().__init__()
@@ -111,7 +116,7 @@ class LineMachine(RuleBasedStateMachine):
         self.model: Model
         self.room: Room
 
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+    def run(self, coroutine: Awaitable[T]) -> T:
         return self.loop.run_until_complete(coroutine)
 
     @initialize(
@@ -131,10 +136,20 @@ class LineMachine(RuleBasedStateMachine):
 
     @rule(visitor=st.sampled_from(VISITORS))
     def visit(self, visitor: str) -> None:
+        state_key = self.store.keys(self.room.name)[4]
+        until = self.run(self.store.client.hget(state_key, "quick_until"))
+        quick = until is not None and self.model.now < int(until) and visitor in self.model.waiting
         expected = self.model.enter(visitor)
         outcome = self.run(self.store.enter(self.room, visitor, now=self.model.now))
         got = (outcome.state, outcome.rank if outcome.state == "waiting" else -1)
-        assert got == expected, (visitor, got, expected)
+        assert got == expected, (visitor, got, expected, quick)
+        if outcome.state == "waiting":
+            # The same question at the same moment, without the room's
+            # snapshot, takes the full path: a quick answer must be its answer.
+            self.run(self.store.client.hdel(state_key, "quick", "quick_until"))
+            again = self.run(self.store.enter(self.room, visitor, now=self.model.now))
+            assert _answer(again) == _answer(outcome), (visitor, quick)
+            LineMachine.quick_answers += quick
 
     @rule(ms=st.sampled_from([1, 400, 999, 1000, 1700, 3000]))
     def time_passes(self, ms: int) -> None:
@@ -195,3 +210,4 @@ def test_scripts_follow_the_model(redis_url: str) -> None:
     runner = LineMachine.TestCase
     runner.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
     runner("runTest").runTest()
+    assert LineMachine.quick_answers > 0  # the quick path was taken, and checked

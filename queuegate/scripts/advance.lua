@@ -49,7 +49,6 @@
 --   settle    ms between two of its changes: how long the app takes to show
 --             the effect of the last one
 
-local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
 local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
   'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget', 'challenge',
@@ -58,11 +57,13 @@ local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
 local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS))
 
 local defaults = ARGV[2]
+local new_defaults = false
 if defaults == '' then
   if not conf[1] then return redis.error_reply('UNKNOWN_ROOM no such room') end
   defaults = conf[1]
 elseif defaults ~= conf[1] then
   redis.call('HSET', KEYS[5], 'defaults', defaults)
+  new_defaults = true
 end
 -- Split, not matched field by field: defaults stored by an older version
 -- have fewer fields, and those missing fall back below.
@@ -94,6 +95,7 @@ local settle = tonumber(setting.settle) or 10000
 -- inside never needs it).
 local tokens, refill_at, win_start, win_count, win_prev, end_count, end_prev
 local seed, draws, shuffled
+local quick_until -- the end of the snapshot this call found (see snapshot())
 local dirty = false
 
 -- Before a scheduled opening the room only gathers its pre-queue.
@@ -219,13 +221,15 @@ end
 -- visitor who is simply inside: see inside.lua).
 local function advance()
   local state = redis.call('HMGET', KEYS[5], 'tokens', 'refill_at', 'win_start', 'win_count',
-    'win_prev', 'end_count', 'end_prev', 'seed', 'draws', 'shuffled', 'an_start', 'an_cp_at')
+    'win_prev', 'end_count', 'end_prev', 'seed', 'draws', 'shuffled', 'an_start', 'an_cp_at',
+    'quick_until')
   analytics_load(state[11], state[12])
   tokens, refill_at = tonumber(state[1]), tonumber(state[2])
   win_start = tonumber(state[3]) or now
   win_count, win_prev = tonumber(state[4]) or 0, tonumber(state[5]) or 0
   end_count, end_prev = tonumber(state[6]) or 0, tonumber(state[7]) or 0
   seed, draws, shuffled = state[8], tonumber(state[9]) or 0, tonumber(state[10])
+  quick_until = tonumber(state[13])
   dirty = state[3] == false or (rate > 0 and state[1] == false)
   if rate > 0 and tokens ~= nil and tokens > rate then
     tokens = rate -- N was lowered since the last call: the bucket shrinks with it
@@ -313,11 +317,6 @@ local function advance()
   end
 end
 
--- Events per minute from a window counter and its previous window.
-local function per_minute(current, previous)
-  return previous * (1 - (now - win_start) / WINDOW) + current
-end
-
 -- Of those who lately reached the front of the line, the share still there
 -- to take their turn (1 while nobody was skipped).
 local function staying_share()
@@ -327,64 +326,69 @@ local function staying_share()
   return took / (took + skipped)
 end
 
--- Estimated wait (ms) for a visitor with `ahead` people in front, or -1 when
--- nothing bounds it (paused, or a capacity room with sliding sessions and no
--- session ended yet). A capacity room waits for sessions to end: at the rate
--- they were measured to end, and with fixed sessions never longer than the
--- rounds of full sessions it takes. In a lottery, `ahead` is half the line.
-local function eta(ahead)
-  if status == 'paused' or status == 'closed' then return -1 end
-  local start = 0
-  if prequeue then start = opens_at - now end
-  if ahead > 0 and abandon > 0 then
-    -- Only those still polling count: of the people ahead, take away those
-    -- expected to be skipped (the share skipped at the head lately) or, when
-    -- more, those silent now for a third of `abandon` (a page polls at least
-    -- that often), spread evenly along the line.
-    local skips = ahead * (1 - staying_share())
-    local line = redis.call('ZCARD', KEYS[2])
-    local quiet = redis.call('ZCOUNT', KEYS[3], '-inf', now - abandon / 3)
-    ahead = math.floor(ahead - math.max(skips, quiet * ahead / math.max(line, 1)))
-  end
-  local wait = 0
-  if rate > 0 then
-    local bucket = tokens
-    if prequeue then bucket = rate end
-    local need = ahead + 1 - bucket
-    if need > 0 then
-      -- Admitted at the refill that brings the bucket to its turn.
-      local next_refill = refill_at + per - now
-      if prequeue then next_refill = per end
-      wait = next_refill + (math.ceil(need / rate) - 1) * per
-    end
-  end
-  if capacity > 0 then
-    local need = ahead + 1 - (capacity - active_n)
-    if need > 0 then
-      local ending = per_minute(end_count, end_prev)
-      local by_capacity = -1
-      if ending > 0 then
-        by_capacity = math.ceil(need / ending * WINDOW)
-      end
-      if not sliding then
-        -- Fixed sessions end by themselves: a hard upper bound.
-        local bound = math.ceil(need / capacity) * session
-        if by_capacity < 0 or bound < by_capacity then by_capacity = bound end
-      end
-      if by_capacity < 0 then return -1 end
-      wait = math.max(wait, by_capacity)
-    end
-  end
-  return start + wait
+-- The room's figures as estimate.lua takes them, brought up to date.
+local function figures()
+  return {status = status, prequeue = prequeue, opens_at = opens_at, abandon = abandon,
+    rate = rate, tokens = tokens, per = per, refill_at = refill_at, capacity = capacity,
+    active_n = active_n, end_count = end_count, end_prev = end_prev, win_start = win_start,
+    sliding = sliding, session = session, method = method}
 end
 
--- How long a waiting client should sleep before it asks again (ms): often
--- near its turn, rarely when far back, and always well inside `abandon`.
-local function poll_after(wait)
-  local p = 20000
-  if wait >= 0 then p = math.max(1000, math.min(20000, math.floor(wait / 3))) end
-  if abandon > 0 then p = math.min(p, math.floor(abandon / 3)) end
-  return math.max(p, 250)
+local function crowd()
+  return staying_share(), redis.call('ZCARD', KEYS[2]),
+    redis.call('ZCOUNT', KEYS[3], '-inf', now - abandon / 3)
+end
+
+-- Estimated wait (ms) with `ahead` people in front (see estimate.lua).
+local function eta(ahead)
+  return estimate(ahead, figures(), crowd)
+end
+
+-- Quick polls (poll.lua) answer from a snapshot of the room's figures, left
+-- by the last call that settled the room (enter, remove, drain, stats: they
+-- set `settled`, as they change nothing after save_state), until the first
+-- moment at which the room could change without anyone calling: a refill, a
+-- session's end that frees capacity, the end of a rate window or of an
+-- analytics minute. None while the line could take someone now (a step's
+-- max_step left some, or a join in queue_all would wait with room free),
+-- before an opening, or in a room closed or passed through. Every other
+-- call drops it: configure and health change settings after their
+-- save_state. The line's length is not in it (joins would change it): a
+-- quick poll counts.
+local settled = false
+local function snapshot()
+  if prequeue or not (status == 'open' or status == 'queue_all' or status == 'paused') then
+    return nil
+  end
+  if line_moves and room_for(1) > 0 then return nil end
+  local r = figures()
+  local settled_until = math.min(now - now % MINUTE + MINUTE, win_start + WINDOW)
+  if line_moves and rate > 0 then settled_until = math.min(settled_until, refill_at + per) end
+  if line_moves and capacity > 0 then
+    local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+    if first[2] then settled_until = math.min(settled_until, tonumber(first[2])) end
+  end
+  -- A forgetting room's keys live `forget` past the last full call, which
+  -- renews them: one comes at least every half of it while anyone polls.
+  if forget > 0 then settled_until = math.min(settled_until, now + math.floor(forget / 2)) end
+  if abandon > 0 then r.staying = staying_share() end
+  return cmsgpack.pack(r), settled_until
+end
+
+-- The snapshot this call found stays while it still holds: this call
+-- changed none of its figures and its time has not run out.
+local function keep_snapshot()
+  if not settled then
+    if quick_until then redis.call('HDEL', KEYS[5], 'quick', 'quick_until') end
+    return
+  end
+  if quick_until and now < quick_until and not (dirty or published or new_defaults) then return end
+  local snap, settled_until = snapshot()
+  if snap then
+    redis.call('HSET', KEYS[5], 'quick', snap, 'quick_until', settled_until)
+  elseif quick_until then
+    redis.call('HDEL', KEYS[5], 'quick', 'quick_until')
+  end
 end
 
 local function save_state()
@@ -399,4 +403,5 @@ local function save_state()
     redis.call('HSET', KEYS[5], 'win_start', win_start, 'win_count', win_count,
       'win_prev', win_prev, 'end_count', end_count, 'end_prev', end_prev, 'draws', draws)
   end
+  keep_snapshot()
 end

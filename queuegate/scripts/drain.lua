@@ -10,5 +10,6 @@ if n > 0 then
   redis.call('HINCRBY', KEYS[5], 'drained', n)
   moved()
 end
+settled = true
 save_state()
 return n

@@ -112,13 +112,13 @@ else
     if result == nil and prequeue then
       local wait = opens_at - now
       local hash = redis.call('HGET', KEYS[5], 'seed_sha256') or ''
-      result = {'prequeue', now, id, opens_at, count, poll_after(wait), joined, hash}
+      result = {'prequeue', now, id, opens_at, count, poll_after(wait, abandon), joined, hash}
       if joined == 1 then analytics_joined(seq, -1, nil) end
     elseif result == nil then
       local ahead = rank
       if method == 'random' then ahead = math.floor((count - 1) / 2) end
       local wait = eta(ahead)
-      result = {'waiting', now, id, rank, count, wait, poll_after(wait), joined, method}
+      result = {'waiting', now, id, rank, count, wait, poll_after(wait, abandon), joined, method}
       if joined == 1 then
         local step = method == 'random' and 50 or 100 -- a lottery shows half the line
         analytics_joined(seq, wait, function() return eta(ahead + step) end)
@@ -131,5 +131,6 @@ if user_key and (result[1] == 'active' or result[1] == 'waiting' or result[1] ==
   redis.call('SET', user_key, id, 'PX', ARGV[6])
 end
 
+settled = true
 save_state()
 return result

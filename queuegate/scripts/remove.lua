@@ -26,5 +26,6 @@ if held > 0 then
   active_n = redis.call('ZCARD', KEYS[4])
   move_line()
 end
+settled = true
 save_state()
 return held > 0 and 1 or 0

@@ -15,6 +15,7 @@
 --   it last changed the value).
 
 advance()
+settled = true
 save_state()
 local waiting = redis.call('ZCARD', KEYS[2])
 local back = waiting
@@ -24,8 +25,8 @@ local counters = redis.call('HMGET', KEYS[5], 'admitted', 'joined', 'abandoned',
 local out = {
   'now', now, 'waiting', waiting, 'active', active_n,
   'tokens', rate > 0 and tokens or -1,
-  'per_minute', string.format('%.3f', per_minute(win_count, win_prev)),
-  'ended_per_minute', string.format('%.3f', per_minute(end_count, end_prev)),
+  'per_minute', string.format('%.3f', per_minute(win_count, win_prev, win_start)),
+  'ended_per_minute', string.format('%.3f', per_minute(end_count, end_prev, win_start)),
   'eta_back_ms', eta(back),
   'rate', rate, 'per', per, 'capacity', capacity, 'session', session,
   'sliding', sliding and 1 or 0, 'abandon', abandon, 'max_step', max_step,

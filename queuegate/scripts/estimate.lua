@@ -1,0 +1,79 @@
+-- estimate: the estimated wait and the poll interval, from a room's figures.
+-- One rule for both paths: advance.lua (every full call: its eta() passes
+-- the figures it has just brought up to date) and poll.lua (quick polls:
+-- the figures the last full call left in the room's snapshot).
+--
+-- r (a table):
+--   status, prequeue (boolean), opens_at, abandon, rate, tokens, per,
+--   refill_at, capacity, active_n, end_count, end_prev, win_start,
+--   sliding (boolean), session: as in advance.lua
+-- crowd(): the share of those reaching the front lately who were still
+--   there to take their turn (1 while nobody was skipped), the line's
+--   length, and how many waiting visitors have been silent for a third of
+--   `abandon`; asked only when it matters (it costs calls)
+
+local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
+
+-- Events per minute from a window counter and its previous window.
+local function per_minute(current, previous, win_start)
+  return previous * (1 - (now - win_start) / WINDOW) + current
+end
+
+-- Estimated wait (ms) for a visitor with `ahead` people in front, or -1 when
+-- nothing bounds it (paused, or a capacity room with sliding sessions and no
+-- session ended yet). A capacity room waits for sessions to end: at the rate
+-- they were measured to end, and with fixed sessions never longer than the
+-- rounds of full sessions it takes. In a lottery, `ahead` is half the line.
+local function estimate(ahead, r, crowd)
+  if r.status == 'paused' or r.status == 'closed' then return -1 end
+  local start = 0
+  if r.prequeue then start = r.opens_at - now end
+  if ahead > 0 and r.abandon > 0 then
+    -- Only those still polling count: of the people ahead, take away those
+    -- expected to be skipped (the share skipped at the head lately) or, when
+    -- more, those silent now for a third of `abandon` (a page polls at least
+    -- that often), spread evenly along the line.
+    local staying, line, quiet = crowd()
+    local skips = ahead * (1 - staying)
+    ahead = math.floor(ahead - math.max(skips, quiet * ahead / math.max(line, 1)))
+  end
+  local wait = 0
+  if r.rate > 0 then
+    local bucket = r.tokens
+    if r.prequeue then bucket = r.rate end
+    local need = ahead + 1 - bucket
+    if need > 0 then
+      -- Admitted at the refill that brings the bucket to its turn.
+      local next_refill = r.refill_at + r.per - now
+      if r.prequeue then next_refill = r.per end
+      wait = next_refill + (math.ceil(need / r.rate) - 1) * r.per
+    end
+  end
+  if r.capacity > 0 then
+    local need = ahead + 1 - (r.capacity - r.active_n)
+    if need > 0 then
+      local ending = per_minute(r.end_count, r.end_prev, r.win_start)
+      local by_capacity = -1
+      if ending > 0 then
+        by_capacity = math.ceil(need / ending * WINDOW)
+      end
+      if not r.sliding then
+        -- Fixed sessions end by themselves: a hard upper bound.
+        local bound = math.ceil(need / r.capacity) * r.session
+        if by_capacity < 0 or bound < by_capacity then by_capacity = bound end
+      end
+      if by_capacity < 0 then return -1 end
+      wait = math.max(wait, by_capacity)
+    end
+  end
+  return start + wait
+end
+
+-- How long a waiting client should sleep before it asks again (ms): often
+-- near its turn, rarely when far back, and always well inside `abandon`.
+local function poll_after(wait, abandon)
+  local p = 20000
+  if wait >= 0 then p = math.max(1000, math.min(20000, math.floor(wait / 3))) end
+  if abandon > 0 then p = math.min(p, math.floor(abandon / 3)) end
+  return math.max(p, 250)
+end
