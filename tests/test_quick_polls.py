@@ -1,18 +1,19 @@
-"""Quick polls (poll.lua): a waiting visitor's poll in a settled room is
-answered from the snapshot the last full call left, and must get exactly the
-answer the full path would give at that moment.
+"""Quick answers (quick.lua): a waiting visitor's poll, or a newcomer's join,
+in a settled room is answered from the snapshot the last full call left, and
+must get exactly the answer, and leave exactly the room, that the full path
+would.
 
-The machine below drives rooms of every shape through random joins, polls,
-releases, drains, setting changes and time passing; at every poll of someone
-waiting it asks again at the same moment with the snapshot deleted (so the
-full path answers) and compares. (Only quick answers are compared: the full
-path itself may move the line again at the same moment, when max_step was
-spent on visitors who had gone.)
+The machine below drives two rooms of the same shape in lockstep through
+random joins, polls, releases, drains, setting changes and time passing: one
+as the gate does, one whose snapshot is deleted before every call (so the
+full path always answers). Every answer and the rooms' numbers after every
+step must be the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from queuegate import Room, Store
 from queuegate.store import Outcome, connect
@@ -36,20 +37,16 @@ VISITORS = [f"v{i}" for i in range(8)]
 _rooms = itertools.count()
 
 
-def _answer(outcome: Outcome) -> tuple[object, ...]:
-    return (outcome.state, outcome.rank, outcome.line, outcome.eta_ms, outcome.poll_ms, outcome.method)
-
-
 class QuickMachine(RuleBasedStateMachine):
     url = ""
-    quick_answers = 0
+    quick_answers = 0  # answers that came from a snapshot, and matched
 
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.store = Store(connect(QuickMachine.url, 5.0))
         self.now = T0
-        self.room: Room
+        self.rooms: tuple[Room, Room]
 
     def run(self, coroutine: Awaitable[T]) -> T:
         return self.loop.run_until_complete(coroutine)
@@ -63,31 +60,36 @@ class QuickMachine(RuleBasedStateMachine):
         method=st.sampled_from(["fifo", "random"]),
         max_step=st.sampled_from([1, 1000]),
         forget=st.sampled_from([0.0, 3.0]),
+        client_limit=st.sampled_from([0, 3]),
     )
-    def make_room(
+    def make_rooms(
         self, rate: int, capacity: int, session: float, sliding: bool, abandon: float,
-        method: str, max_step: int, forget: float,
+        method: str, max_step: int, forget: float, client_limit: int,
     ) -> None:  # fmt: skip
-        self.room = Room(
-            f"quick{next(_rooms)}", paths=["/x"], rate=rate or (0 if capacity else 1), per=1.0,
-            capacity=capacity, session=session, sliding=sliding, abandon=abandon, method=method,
-            max_step=max_step, forget=forget, client_limit=0,
+        n = next(_rooms)
+        shape = dict(
+            paths=["/x"], rate=rate or (0 if capacity else 1), per=1.0, capacity=capacity,
+            session=session, sliding=sliding, abandon=abandon, method=method, max_step=max_step,
+            forget=forget, client_limit=client_limit,
         )  # fmt: skip
+        self.rooms = (Room(f"quick{n}q", **shape), Room(f"quick{n}f", **shape))  # type: ignore[arg-type]
+        for room in self.rooms:  # the same lottery in both
+            self.run(self.store.configure(room, seed="the same seed", now=self.now))
 
-    @property
-    def state_key(self) -> str:
-        return self.store.keys(self.room.name)[4]
+    def both(self, call: Any) -> tuple[Any, Any]:
+        quick, full = self.rooms
+        answer = self.run(call(quick))
+        state = self.store.keys(full.name)[4]
+        self.run(self.store.client.hdel(state, "quick", "quick_until"))
+        return answer, self.run(call(full))
 
-    @rule(visitor=st.sampled_from(VISITORS))
-    def visit(self, visitor: str) -> None:
-        until = self.run(self.store.client.hget(self.state_key, "quick_until"))
-        outcome = self.run(self.store.enter(self.room, visitor, now=self.now))
-        if outcome.state != "waiting" or until is None or self.now >= int(until) or outcome.joined:
-            return  # a full answer (a join's comes before the line could take the newcomer)
-        self.run(self.store.client.hdel(self.state_key, "quick", "quick_until"))
-        again = self.run(self.store.enter(self.room, visitor, now=self.now))
-        assert _answer(again) == _answer(outcome), visitor
-        QuickMachine.quick_answers += 1
+    @rule(visitor=st.sampled_from(VISITORS), client=st.sampled_from(["a", "b"]))
+    def visit(self, visitor: str, client: str) -> None:
+        state = self.store.keys(self.rooms[0].name)[4]
+        until = self.run(self.store.client.hget(state, "quick_until"))
+        quick, full = self.both(lambda room: self.store.enter(room, visitor, client=client, now=self.now))
+        assert _answer(quick) == _answer(full), visitor
+        QuickMachine.quick_answers += until is not None and self.now < int(until)
 
     @rule(ms=st.sampled_from([1, 300, 999, 1000, 1600, 2600]))
     def time_passes(self, ms: int) -> None:
@@ -95,26 +97,50 @@ class QuickMachine(RuleBasedStateMachine):
 
     @rule(visitor=st.sampled_from(VISITORS))
     def release(self, visitor: str) -> None:
-        self.run(self.store.release(self.room, visitor, now=self.now))
+        quick, full = self.both(lambda room: self.store.release(room, visitor, now=self.now))
+        assert quick == full
 
     @rule()
     def drain(self) -> None:
-        self.run(self.store.drain(self.room, now=self.now))
-
-    @rule()
-    def stats(self) -> None:
-        self.run(self.store.stats(self.room, now=self.now))
+        quick, full = self.both(lambda room: self.store.drain(room, now=self.now))
+        assert quick == full
 
     @rule(status=st.sampled_from(["open", "paused", "queue_all"]), rate=st.integers(1, 4))
     def configure(self, status: str, rate: int) -> None:
         changes: dict[str, Any] = {"status": status}
-        if self.room.rate:
+        if self.rooms[0].rate:
             changes["rate"] = rate
-        self.run(self.store.configure(self.room, now=self.now, **changes))
+        self.both(lambda room: self.store.configure(room, now=self.now, **changes))
+
+    @invariant()
+    def the_rooms_agree(self) -> None:
+        if not hasattr(self, "rooms"):
+            return
+        quick, full = self.both(lambda room: self.store.stats(room, now=self.now))
+        assert _numbers(quick) == _numbers(full)
+        lines = [self.run(self.store.visitors(room, 100)) for room in self.rooms]
+        assert lines[0] == lines[1]
+        # The same keys, with an expiry (a forgetting room) or without.
+        ttls = [
+            [min(self.run(self.store.client.pttl(key)), 0) for key in self.store.keys(room.name)]
+            for room in self.rooms
+        ]
+        assert ttls[0] == ttls[1]
 
     def teardown(self) -> None:
         self.run(self.store.aclose())
         self.loop.close()
+
+
+def _answer(outcome: Outcome) -> dict[str, Any]:
+    answer = dataclasses.asdict(outcome)
+    if outcome.state == "limited":  # a real-time TTL, read a moment apart
+        answer["eta_ms"] = outcome.eta_ms > 0
+    return answer
+
+
+def _numbers(stats: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in stats.items() if k not in ("seed_sha256",)}
 
 
 def test_quick_answers_are_the_full_answers(redis_url: str) -> None:
@@ -150,6 +176,22 @@ async def test_a_forgetting_room_is_renewed_by_a_full_call_every_half_forget(sto
     assert await store.client.pttl(seq) > 10_000
     await store.enter(room, "b", now=T0 + 2500)  # past half of forget: the full path
     assert 0 < await store.client.pttl(seq) <= 4000
+
+
+@pytest.mark.anyio
+async def test_a_quick_join_into_an_empty_line_of_a_forgetting_room_gives_its_keys_an_expiry(
+    store: Store,
+) -> None:
+    room = Room("forgetful-join", paths=["/x"], rate=1, per=3600.0, forget=60.0)
+    await store.enter(room, "a", now=T0)  # straight in; nobody else until the refill
+    await store.enter(room, "b", now=T0)
+    await store.drain(room, now=T0 + 1)  # settles the room with an empty line
+    state = store.keys(room.name)[4]
+    assert await store.client.hget(state, "quick_until") is not None
+    joined = await store.enter(room, "c", now=T0 + 2)
+    assert (joined.state, joined.rank, joined.joined) == ("waiting", 0, True)
+    for key in store.keys(room.name):
+        assert 0 < await store.client.pttl(key) <= 60_000, key
 
 
 @pytest.mark.anyio

@@ -344,7 +344,7 @@ local function eta(ahead)
   return estimate(ahead, figures(), crowd)
 end
 
--- Quick polls (poll.lua) answer from a snapshot of the room's figures, left
+-- Quick polls and joins (quick.lua) answer from a snapshot of the room's figures, left
 -- by the last call that settled the room (enter, remove, drain, stats: they
 -- set `settled`, as they change nothing after save_state), until the first
 -- moment at which the room could change without anyone calling: a refill, a
@@ -372,6 +372,7 @@ local function snapshot()
   -- renews them: one comes at least every half of it while anyone polls.
   if forget > 0 then settled_until = math.min(settled_until, now + math.floor(forget / 2)) end
   if abandon > 0 then r.staying = staying_share() end
+  r.client_limit, r.challenge, r.forget = client_limit, challenge, forget
   return cmsgpack.pack(r), settled_until
 end
 

@@ -40,15 +40,6 @@ local id = ARGV[4]
 local user_key = ARGV[6] ~= '' and KEYS[7] or nil
 local copyable = (user_key == nil and not sliding) and 1 or 0
 
--- A new place costs the client one of its client_limit places a minute, so
--- one client cannot fill the line. Nothing is counted when none is left.
-local function over_client_limit()
-  if client_limit <= 0 or ARGV[7] ~= '1' then return false end
-  local taken = redis.call('INCR', KEYS[6])
-  if taken == 1 then redis.call('PEXPIRE', KEYS[6], 60000) end
-  return taken > client_limit
-end
-
 -- A proof of work buys one place, once: spent here, it is remembered until
 -- it expires (and a minute beyond, for clocks that differ a little).
 local function proven()
@@ -94,7 +85,7 @@ else
       result = {'none', now, id}
     elseif challenge > 0 and not proven() then
       result = {'challenge', now, id, challenge}
-    elseif over_client_limit() then
+    elseif over_client_limit(client_limit) then
       result = {'limited', now, id, redis.call('PTTL', KEYS[6])}
     elseif count == 0 and status == 'open' and not prequeue and room_for(1) > 0 then
       -- Nobody waits and there is room: straight in.

@@ -8,8 +8,10 @@
 -- (ARGV[6] empty); returns {'active', now, id, expiry_ms, 0, copyable} as
 -- enter does.
 
+local held_until -- the visitor's session expiry, for quick.lua (nil: none)
 if ARGV[2] ~= '' and ARGV[6] == '' then
   local expiry = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[4]))
+  held_until = expiry
   if expiry ~= nil and expiry > now then
     -- Only three settings matter here: run-time values, else the defaults.
     local set = redis.call('HMGET', KEYS[5], 'session', 'sliding', 'status')
