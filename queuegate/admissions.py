@@ -190,7 +190,8 @@ class LocalAdmissions:
 
     async def _hear(self, pubsub: aioredis.client.PubSub) -> None:
         sent: deque[float] = deque()  # when each unanswered ping went out
-        sent.append(time.monotonic())
+        last = time.monotonic()  # when the latest ping went out, answered or not
+        sent.append(last)
         await pubsub.ping()
         while not _stopping():
             message = await pubsub.get_message(timeout=PING_EVERY / 5)
@@ -206,7 +207,8 @@ class LocalAdmissions:
                     raise ConnectionError("redis-py subscribed again on a new connection")
             if now > self._fresh_until and sent and now - sent[0] > LEASE:
                 raise TimeoutError(f"no answer to a ping in {LEASE} s")
-            if not sent or now - sent[-1] >= PING_EVERY:
+            if now - last >= PING_EVERY:
+                last = now
                 sent.append(now)
                 await pubsub.ping()
 

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from queuegate import Room, Store
-from queuegate.admissions import LEASE
+from queuegate.admissions import LEASE, PING_EVERY
 from queuegate.embedded import EmbeddedServer
 from queuegate.store import connect
 
@@ -195,6 +195,29 @@ async def test_the_lease_is_renewed_while_the_subscription_answers(processes: li
         assert store.admissions.live
         assert store.admissions.admitted_until("sale", "v1") is not None
         await asyncio.sleep(0.05)
+
+
+async def test_the_subscription_pings_at_its_pace_not_in_a_loop(own_server: EmbeddedServer) -> None:
+    # A ping went out again as soon as the last one was answered: at the
+    # round trip's pace, which kept an idle app process busy on one core.
+    store = Store(connect(own_server.url, 5.0))
+    client = aioredis.Redis.from_url(own_server.url)
+    try:
+        store.admissions.start()
+        await until(lambda: store.admissions.live)
+        before = await pings(client)
+        await asyncio.sleep(1.0)
+        sent = await pings(client) - before
+        assert 1 / PING_EVERY - 2 <= sent <= 1 / PING_EVERY + 2, sent
+        assert store.admissions.live
+    finally:
+        await store.aclose()
+        await client.aclose()
+
+
+async def pings(client: aioredis.Redis) -> int:
+    stats = await client.info("commandstats")
+    return int(stats.get("cmdstat_ping", {}).get("calls", 0))
 
 
 @pytest.mark.parametrize("moment", [0.0, 0.1, 0.2, 0.3])
