@@ -60,6 +60,12 @@ class Language:
         compiled.seek(0)
         self._translations = Translations(compiled)
         self.clock: Callable[[int], str] = lru_cache(maxsize=16)(self._clock)
+        # Babel's formatting costs about 10 µs a number, and every poll
+        # shows a place and an estimate: the texts are cached, as pure
+        # functions of their values (places repeat as a line moves through
+        # them; estimates are rounded to a few dozen texts).
+        self.number: Callable[[int], str] = lru_cache(maxsize=4096)(self._number)
+        self._counted: Callable[[str, str, int], str] = lru_cache(maxsize=4096)(self.plural)
 
     def text(self, message: str, **values: object) -> str:
         translated = self._translations.gettext(message)
@@ -69,7 +75,7 @@ class Language:
         translated = self._translations.ngettext(singular, plural, count)
         return translated.format(num=self.number(count), **values)
 
-    def number(self, value: int) -> str:
+    def _number(self, value: int) -> str:
         return format_decimal(value, locale=self.locale)
 
     def _clock(self, second: int) -> str:
@@ -84,17 +90,17 @@ class Language:
             return self.text(N_("a few seconds"))
         if eta_ms < 60_000:
             tens = math.ceil(eta_ms / 10_000) * 10
-            return self.plural(N_("about {num} second"), N_("about {num} seconds"), tens)
+            return self._counted(N_("about {num} second"), N_("about {num} seconds"), tens)
         minutes = math.ceil(eta_ms / 60_000)
         if minutes < 90:
-            return self.plural(N_("about {num} minute"), N_("about {num} minutes"), minutes)
+            return self._counted(N_("about {num} minute"), N_("about {num} minutes"), minutes)
         hours = math.ceil(minutes / 60)
-        return self.plural(N_("about {num} hour"), N_("about {num} hours"), hours)
+        return self._counted(N_("about {num} hour"), N_("about {num} hours"), hours)
 
     def ahead_text(self, ahead: int) -> str:
         if ahead == 0:
             return self.text(N_("nobody: you are next"))
-        return self.plural(N_("{num} person"), N_("{num} people"), ahead)
+        return self._counted(N_("{num} person"), N_("{num} people"), ahead)
 
     def __repr__(self) -> str:
         return f"Language({self.code!r})"
