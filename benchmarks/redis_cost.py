@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -24,6 +23,8 @@ import redis.asyncio as aioredis
 
 from queuegate import Room, Store
 from queuegate.embedded import EmbeddedServer, server_binary
+
+from .report import print_report
 
 ROOM = Room("cost", paths=["/cost"], rate=1, per=3_600_000, abandon=3_600_000, client_limit=0)
 CONCURRENCY = 32
@@ -83,11 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     with EmbeddedServer(server_binary("path")) as server:
         report = asyncio.run(measure(server.url, args.waiting, args.calls))
     report["seconds"] = round(time.monotonic() - started, 1)
-    if args.json:
-        print(json.dumps(report))
-    else:
-        for name, value in report.items():
-            print(f"{name:>16}  {value}")
+    print_report(report, args.json)
     return 0
 
 

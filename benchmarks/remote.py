@@ -22,7 +22,6 @@ request also waits for the 3 ahead of it, so what the gate adds shows about
 from __future__ import annotations
 
 import argparse
-import json
 import queue
 import socket
 import statistics
@@ -38,6 +37,7 @@ import redis
 from queuegate.embedded import EmbeddedServer, free_port, server_binary
 
 from .loadgen import Result, run_load
+from .report import print_report
 from .speed import ROOT, Served, cookie, uvicorn_server
 
 CONNECTIONS = (1, 4)
@@ -153,11 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                         runs[name].append(load)
                 suffix = "" if connections == 1 else f"_{connections}_connections"
                 report.update(figures(runs, suffix))
-    if args.json:
-        print(json.dumps(report))
-    else:
-        for name, value in report.items():
-            print(f"{name:>40}  {value}")
+    print_report(report, args.json)
+    if not args.json:
         added = report["added_p50_ms"]
         print(f"{'target':>40}  added_p50_ms <= 0.1: {'met' if added <= 0.1 else 'MISSED'}")  # type: ignore[operator]
     return 0

@@ -26,6 +26,7 @@ from queuegate import Room, Store
 from queuegate.embedded import EmbeddedServer, server_binary
 from queuegate.store import connect
 
+from .report import print_report
 from .speed import ROOT
 
 ROOM = Room("drop", paths=["/drop"], capacity=1_000_000, session=600.0)
@@ -107,11 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         "p99_ms": round(delays[int(len(delays) * 0.99) - 1], 3),
         "max_ms": round(delays[-1], 3),
     }
-    if args.json:
-        print(json.dumps(report))
-    else:
-        for name, value in report.items():
-            print(f"{name:>10}  {value}")
+    print_report(report, args.json)
+    if not args.json:
         print(f"{'target':>10}  p99_ms <= 10: {'met' if report['p99_ms'] <= 10 else 'MISSED'}")
     return 0
 

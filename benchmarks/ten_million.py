@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -37,6 +36,7 @@ from queuegate.tokens import Tokens
 from .app import ROOMS, SECRET
 from .loadgen import run_load
 from .redis_cost import per_call
+from .report import print_report
 from .speed import memory_per_visitor, uvicorn_server
 
 ROOM = next(r for r in ROOMS if r.name == "bench-big")
@@ -162,11 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "met" if report["redis_core_share"] <= TARGET_CORE_SHARE else "MISSED"
     )
     report["seconds"] = round(time.monotonic() - started, 1)
-    if args.json:
-        print(json.dumps(report))
-    else:
-        for name, value in report.items():
-            print(f"{name:>34}  {value}")
+    print_report(report, args.json)
     return 0
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ import redis
 
 from queuegate.embedded import EmbeddedServer, server_binary
 
+from .report import print_report
 from .speed import uvicorn_server
 
 ROOM, SESSION_MS = "bench-turn", 600_000
@@ -141,11 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         with uvicorn_server("gated", server.url) as fresh:  # a worker whose heap nothing else grew
             fresh_base = f"http://127.0.0.1:{fresh.port}"
             report.update(asyncio.run(open_streams(fresh_base, fresh.pid, args.streams)))
-    if args.json:
-        print(json.dumps(report))
-    else:
-        for name, value in report.items():
-            print(f"{name:>28}  {value}")
+    print_report(report, args.json)
+    if not args.json:
         p95 = report["stream"]["p95_ms"]
         print(f"{'target':>28}  stream p95 <= 250 ms: {'met' if p95 <= 250 else 'MISSED'} ({p95} ms)")
     return 0
