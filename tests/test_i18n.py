@@ -8,6 +8,9 @@ from importlib.resources import files
 
 import pytest
 from babel.messages.pofile import read_po
+from babel.numbers import format_decimal
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queuegate import QueueGate, Room
 from queuegate.i18n import LANGUAGES, language_for, negotiate
@@ -82,6 +85,15 @@ AHEAD = {
 def test_plural_forms_for_1_2_5_and_21(code: str) -> None:
     language = language_for(code)
     assert [language.ahead_text(n) for n in (1, 2, 5, 21)] == AHEAD[code]
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(st.integers(0, 10**12), st.sampled_from([0, 9, 999, 1000, 9999, 10**4, 10**6 - 1])))
+def test_numbers_read_as_babel_writes_them_in_every_language(value: int) -> None:
+    # Counts take a quick path past Babel (queuegate.i18n.Language._number).
+    for code in LANGUAGES:
+        language = language_for(code)
+        assert language.number(value) == format_decimal(value, locale=language.locale), code
 
 
 def test_arabic_has_its_six_plural_forms() -> None:
