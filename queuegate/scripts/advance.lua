@@ -344,17 +344,17 @@ local function eta(ahead)
   return estimate(ahead, figures(), crowd)
 end
 
--- Quick polls and joins (quick.lua) answer from a snapshot of the room's figures, left
--- by the last call that settled the room (enter, remove, drain, stats: they
--- set `settled`, as they change nothing after save_state), until the first
--- moment at which the room could change without anyone calling: a refill, a
--- session's end that frees capacity, the end of a rate window or of an
--- analytics minute. None while the line could take someone now (a step's
--- max_step left some, or a join in queue_all would wait with room free),
--- before an opening, or in a room closed or passed through. Every other
--- call drops it: configure and health change settings after their
--- save_state. The line's length is not in it (joins would change it): a
--- quick poll counts.
+-- Quick polls and joins (quick.lua) answer from a snapshot of the room's
+-- figures, left by the last call that settled the room (enter, remove,
+-- drain, stats: they set `settled`, as they change nothing after
+-- save_state), until the first moment at which the room could change
+-- without anyone calling: a refill, a session's end that frees capacity, the
+-- end of a rate window or of an analytics minute, or half of `forget`. None
+-- while the line could take someone now (a step's max_step left some, or a
+-- join in queue_all would wait with room free), before an opening, or in a
+-- room closed or passed through. Every other call drops it: configure and
+-- health change settings after their save_state. The line's length is not
+-- in it (joins change it): a quick answer counts the line itself.
 local settled = false
 local function snapshot()
   if prequeue or not (status == 'open' or status == 'queue_all' or status == 'paused') then
