@@ -75,9 +75,18 @@ class Outcome:
 
 
 # Each operation is one script: the clock, the shared rules, its own part.
-# enter's quick answers (inside, quick) come before the set-up they skip.
+# enter's quick answers (inside, quick, quick_join) come before the set-up they skip.
 SCRIPTS = {
-    "enter": ("clock", "inside", "estimate", "analytics", "quick", "advance", "enter"),
+    "enter": (
+        "clock",
+        "inside",
+        "estimate",
+        "quick",
+        "analytics",
+        "quick_join",
+        "advance",
+        "enter",
+    ),
     "remove": ("clock", "estimate", "analytics", "advance", "remove"),
     "stats": ("clock", "estimate", "analytics", "advance", "stats"),
     "configure": ("clock", "estimate", "analytics", "advance", "configure"),

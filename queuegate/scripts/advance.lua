@@ -344,10 +344,10 @@ local function eta(ahead)
   return estimate(ahead, figures(), crowd)
 end
 
--- Quick polls and joins (quick.lua) answer from a snapshot of the room's
--- figures, left by the last call that settled the room (enter, remove,
--- drain, stats: they set `settled`, as they change nothing after
--- save_state), until the first moment at which the room could change
+-- Quick polls and joins (quick.lua, quick_join.lua) answer from a snapshot
+-- of the room's figures, left by the last call that settled the room
+-- (enter, remove, drain, stats: they set `settled`, as they change nothing
+-- after save_state), until the first moment at which the room could change
 -- without anyone calling: a refill, a session's end that frees capacity, the
 -- end of a rate window or of an analytics minute, or half of `forget`. None
 -- while the line could take someone now (a step's max_step left some, or a

@@ -1,6 +1,6 @@
 -- analytics: how long people waited, and the line minute by minute, for
 -- operators (queuegate/analytics.py reads it). Runs after clock, before
--- quick and advance, whose rules call it. Memory is bounded whatever the size of the
+-- quick_join and advance, whose rules call it. Memory is bounded whatever the size of the
 -- line, and nothing is kept per visitor:
 --
 --   <base>waits     hash  histograms (buckets WAIT_BOUNDS, in ms; the last

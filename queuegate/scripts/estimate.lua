@@ -1,7 +1,8 @@
 -- estimate: the estimated wait and the poll interval, from a room's figures.
 -- One rule for both paths: advance.lua (every full call: its eta() passes
--- the figures it has just brought up to date) and quick.lua (quick polls
--- and joins: the figures the last full call left in the room's snapshot).
+-- the figures it has just brought up to date) and quick.lua and
+-- quick_join.lua (quick polls and joins: the figures the last full call
+-- left in the room's snapshot).
 --
 -- r (a table):
 --   status, prequeue (boolean), opens_at, abandon, rate, tokens, per,
