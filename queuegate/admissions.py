@@ -78,8 +78,10 @@ class LocalAdmissions:
         redis_now: Callable[[], int],
         *,
         enabled: bool = True,
+        on_reset: Callable[[str], None] | None = None,
     ) -> None:
         self._client = client
+        self._on_reset = on_reset  # told of each room whose every copy goes (configure)
         self._enabled = enabled
         self._pattern = f"{prefix}:*:revoked"
         self._prefix_length = len(prefix) + 2  # "<prefix>:{"
@@ -150,6 +152,8 @@ class LocalAdmissions:
         if visitor == "*":
             for key in [key for key in self._until if key[0] == room]:
                 del self._until[key]
+            if self._on_reset is not None:
+                self._on_reset(room)
         else:
             self._until.pop((room, visitor), None)
         self._revoked[(room, visitor)] = at_ms

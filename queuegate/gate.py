@@ -47,6 +47,10 @@ POLICY_VIOLATION = 1008  # websocket close code for a handshake refused before a
 # cookie (for outages) is renewed when it lags by more than this, so an
 # admitted visitor gets a new cookie at most once a minute.
 PASS_LAG_MS = 60_000
+# A waiting visitor's cookie says when their liveness was last recorded; a
+# poll renews it when it recorded liveness this much later (queuegate.farback
+# records far-back liveness at most every third of `abandon`, less a poll).
+SEEN_RENEW_MS = 10_000
 # Headers (a new cookie) route-bound gating asks the gate to add to the app's
 # response, and an answer that replaces it (FastAPI's dependency raises).
 HEADERS_KEY = "queuegate.headers"
@@ -351,6 +355,8 @@ class QueueGate:
                 user_ttl=self.settings.cookie_max_age,
                 client=self.client_address(scope) if room.client_limit else "",
                 proof=proof,
+                place=who.place,
+                seen_ms=who.seen_ms,
             )
         except StoreError as exc:
             self.store_failed(room, exc)
@@ -379,14 +385,20 @@ class QueueGate:
         # newly signed-in user: a new cookie, whose age counts from now.
         renew = who.visitor is None or outcome.joined or outcome.visitor != asked or who.unbound
         state = outcome.state
-        until = 0
-        if state == "active":
+        until = place = seen = 0
+        if state == "waiting":
+            # The cookie carries the place and when liveness was last
+            # recorded, for far-back polls (queuegate.farback): set with
+            # the place, renewed when a poll recorded liveness well after it.
+            place, seen = outcome.place, outcome.seen_ms
+            renew = renew or place != who.place or seen - who.seen_ms >= SEEN_RENEW_MS
+        elif state == "active":
             # The cookie carries the admission's end, for outages (see
             # _without_store): set at admission, renewed as it slides.
             until = outcome.expires_ms
             renew = renew or who.until_ms > until or until - who.until_ms > PASS_LAG_MS
         cookie = (
-            [self.visitors.set_cookie(room, outcome.visitor, who.user_hash, until, who.binding)]
+            [self.visitors.set_cookie(room, outcome.visitor, who.user_hash, until, who.binding, place, seen)]
             if renew
             else []
         )

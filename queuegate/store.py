@@ -25,6 +25,7 @@ from .admissions import LocalAdmissions
 from .analytics import summarise
 from .challenges import Proof
 from .connections import Client, connect, redacted
+from .farback import FarBack, View
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
 from .settings import ConfigError, Room, check_room_setting
 
@@ -72,6 +73,8 @@ class Outcome:
     seed_sha256: str = ""
     difficulty: int = 0
     copyable: bool = False
+    place: int = 0  # a waiting visitor's arrival number (their place in line)
+    seen_ms: int = 0  # when the visitor's liveness was last recorded (Redis time)
 
 
 # Each operation is one script: the clock, the shared rules, its own part.
@@ -92,7 +95,12 @@ SCRIPTS = {
     "configure": ("clock", "estimate", "analytics", "advance", "configure"),
     "drain": ("clock", "estimate", "analytics", "advance", "drain"),
     "health": ("clock", "estimate", "analytics", "advance", "health"),
+    "view": ("clock", "estimate", "analytics", "advance", "view"),
+    "checkin": ("clock", "checkin"),
 }
+
+FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
+FAR_MAX_AGE_MS = 2000  # how long a process answers far-back polls from one view
 
 
 def _text(value: Any) -> str:
@@ -112,7 +120,13 @@ class Store:
     """
 
     def __init__(
-        self, client: Client, prefix: str = "qg", timeout: float = 5.0, *, local_admissions: bool = True
+        self,
+        client: Client,
+        prefix: str = "qg",
+        timeout: float = 5.0,
+        *,
+        local_admissions: bool = True,
+        far_from: int | None = FAR_FROM,
     ) -> None:
         self.client = client
         self.prefix = prefix
@@ -145,8 +159,15 @@ class Store:
         self._encoded = lru_cache(maxsize=20_000)(encode)
         self._keys = lru_cache(maxsize=10_000)(self._make_keys)
         self._head = lru_cache(maxsize=10_000)(self._make_head)
-        # Admissions this process was told of, kept coherent by Redis.
-        self.admissions = LocalAdmissions(client, prefix, self.redis_now_ms, enabled=local_admissions)
+        # Polls of visitors far from the front, answered from a view of the
+        # line (see queuegate.farback); far_from=None: every poll asks Redis.
+        self.far_from = far_from
+        self.far_back = FarBack(self.view, self.check_in, self.redis_now_ms, FAR_MAX_AGE_MS)
+        # Admissions this process was told of, kept coherent by Redis (a
+        # room's new settings drop its view of the line too).
+        self.admissions = LocalAdmissions(
+            client, prefix, self.redis_now_ms, enabled=local_admissions, on_reset=self.far_back.forget
+        )
         self._admissions_started = False
 
     def _command(self, script: str, room: str, extra_keys: Sequence[str], args: Sequence[str]) -> bytes:
@@ -282,6 +303,8 @@ class Store:
         user_ttl: float = 86400.0,
         client: str = "",
         proof: Proof | None = None,
+        place: int = 0,
+        seen_ms: int = 0,
         now: int | None = None,
     ) -> Outcome:
         """A request from ``visitor``: pass, wait (joining if new), or closed.
@@ -290,8 +313,25 @@ class Store:
         the same user from another device gets the same place. ``client`` is
         the client's address, for the room's ``client_limit``. ``proof``, a
         checked proof of work, pays for a new place where the room asks one
-        (and is spent if it does)."""
+        (and is spent if it does). ``place`` and ``seen_ms``, from the
+        visitor's cookie (the arrival number and last recorded liveness of
+        an earlier answer), let a poll from far back be answered without a
+        call (see ``queuegate.farback``)."""
         name = room if isinstance(room, str) else room.name
+        if place and user_hash is None and self.far_from is not None:
+            far = await self.far_back.answer(name, room, visitor, place, seen_ms, now)
+            if far is not None:
+                return Outcome(
+                    "waiting",
+                    far.now_ms,
+                    visitor,
+                    rank=far.rank,
+                    line=far.line,
+                    eta_ms=far.eta_ms,
+                    poll_ms=far.poll_ms,
+                    place=place,
+                    seen_ms=far.seen_ms,
+                )
         if user_hash is None and now is None:
             # Admitted, as this process was told, and not revoked since.
             until = self.admissions.admitted_until(name, visitor)
@@ -330,6 +370,8 @@ class Store:
                 poll_ms=int(reply[6]),
                 joined=reply[7] == 1,
                 method=_text(reply[8]),
+                place=int(reply[9]),
+                seen_ms=now_ms,
             )
         if state == "prequeue":
             return Outcome(
@@ -354,6 +396,24 @@ class Store:
         calls go out together on the pipelined connection."""
         await asyncio.gather(*(self.enter(room, visitor, now=now) for visitor in visitors))
 
+    async def view(self, room: RoomRef, now: int | None = None) -> View:
+        """The line as seen from far back (see view.lua and queuegate.farback)."""
+        far_from = self.far_from if self.far_from is not None else FAR_FROM
+        max_age = FAR_MAX_AGE_MS if now is None else 0  # a view at a given time serves only that time
+        reply = await self._call("view", room, now, str(far_from), str(max_age))
+        view = View.parse(reply)
+        if now is None:
+            self._learn_clock(view.at_ms)
+        return view
+
+    async def check_in(
+        self, room: RoomRef, visitors: Sequence[str], now: int | None = None
+    ) -> tuple[int, set[str]]:
+        """Record that ``visitors`` polled (see checkin.lua): the Redis time
+        recorded, and those of them no longer in the line."""
+        reply = await self._call("checkin", room, now, *visitors)
+        return int(reply[0]), {_text(gone) for gone in reply[1:]}
+
     async def release(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The protected action is done: free the slot for the next in line."""
         self.admissions.forget(room if isinstance(room, str) else room.name, visitor)
@@ -366,6 +426,7 @@ class Store:
 
     async def drain(self, room: RoomRef, *, now: int | None = None) -> int:
         """Empty the line; active sessions run on. Returns how many lost their place."""
+        self.far_back.forget(room if isinstance(room, str) else room.name)
         return int(await self._call("drain", room, now))
 
     async def report(
@@ -422,6 +483,7 @@ class Store:
             else:
                 pairs += [name, "" if value is None else check_room_setting(name, value)]
         if pairs:
+            self.far_back.forget(room if isinstance(room, str) else room.name)
             await self._call("configure", room, now, *pairs)
 
     async def seed(self, room: RoomRef) -> str | None:
@@ -485,6 +547,7 @@ class Store:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
+        await self.far_back.aclose()
         await self.admissions.aclose()
         await self._pipeline.aclose()
         await self.client.aclose()

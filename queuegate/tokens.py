@@ -3,9 +3,12 @@
 The token holds the id, its issue time and, for an identified user, a keyed
 hash of the user id (never the id itself), which binds the place to that user.
 Once the visitor is admitted it also holds the end of the admission (Redis
-time, ms), so that the gate can let the visitor on through a Redis outage,
-and, where the operator binds cookies to clients, a short keyed hash of the
-client's coarse fingerprint. Each room signs with its own salt, so a token
+time, ms), so that the gate can let the visitor on through a Redis outage;
+where the operator binds cookies to clients, a short keyed hash of the
+client's coarse fingerprint; and while the visitor waits, their arrival
+number and when their liveness was last recorded (Redis time, ms), so that
+a poll from far back can be answered without asking Redis
+(``queuegate.farback``). Each room signs with its own salt, so a token
 from one room is worthless in another. A token that fails in any way
 (tampered, truncated, too old, foreign room, retired key) reads as ``None``:
 the visitor is simply new.
@@ -44,6 +47,8 @@ class Token:
     user_hash: str | None = None  # the signed-in user it belongs to
     until_ms: int = 0  # the admission's end (Redis time), 0 = not admitted
     binding: str = ""  # the client fingerprint it is bound to, "" = none
+    place: int = 0  # the waiting visitor's arrival number, 0 = none
+    seen_ms: int = 0  # when their liveness was last recorded (Redis time)
 
 
 class _Signer(TimestampSigner):
@@ -98,11 +103,19 @@ class Tokens:
         return any(hmac.compare_digest(binding, self.fingerprint(client, k)) for k in self._client_keys)
 
     def issue(
-        self, room: str, visitor_id: str, user_hash: str | None = None, until_ms: int = 0, binding: str = ""
+        self,
+        room: str,
+        visitor_id: str,
+        user_hash: str | None = None,
+        until_ms: int = 0,
+        binding: str = "",
+        place: int = 0,
+        seen_ms: int = 0,
     ) -> str:
-        # visitor~user~until~binding, empty fields at the end left out (a
-        # token of version 0.1 is "visitor" or "visitor~user").
-        value = "~".join([visitor_id, user_hash or "", str(until_ms) if until_ms else "", binding])
+        # visitor~user~until~binding~place~seen, empty fields at the end left
+        # out (a token of version 0.1 is "visitor" or "visitor~user").
+        numbers = [str(n) if n else "" for n in (until_ms, place, seen_ms)]
+        value = "~".join([visitor_id, user_hash or "", numbers[0], binding, *numbers[1:]])
         return self._signer(room).sign(value.rstrip("~")).decode()
 
     def read(self, room: str, token: str) -> Token | None:
@@ -119,8 +132,15 @@ class Tokens:
             return None
         try:
             value, issued = self._signer(room).unsign(token, max_age=self.max_age, return_timestamp=True)
-            visitor, user_hash, until, binding, *_ = [*value.decode().split("~"), "", "", ""]
-            found = Token(visitor, user_hash or None, int(until) if until else 0, binding)
+            visitor, user_hash, until, binding, place, seen, *_ = [*value.decode().split("~"), *[""] * 5]
+            found = Token(
+                visitor,
+                user_hash or None,
+                int(until) if until else 0,
+                binding,
+                int(place) if place else 0,
+                int(seen) if seen else 0,
+            )
         except (BadData, UnicodeError, ValueError):
             return None
         if len(self._verified) >= VERIFIED_CACHE:

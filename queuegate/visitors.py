@@ -40,6 +40,8 @@ class Visitor:
     unbound: bool = False  # an anonymous token, now presented by a signed-in user
     until_ms: int = 0  # the admission's end the token carries (Redis time), 0 = none
     binding: str = ""  # this client's fingerprint, when cookies are bound
+    place: int = 0  # the arrival number the token carries, 0 = none
+    seen_ms: int = 0  # when the token says liveness was last recorded
 
 
 @lru_cache(maxsize=10_000)
@@ -82,9 +84,16 @@ class Visitors:
         self._cookie_clear = f"=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{flags}"
 
     def set_cookie(
-        self, room: Room, visitor: str, user_hash: str | None, until_ms: int = 0, binding: str = ""
+        self,
+        room: Room,
+        visitor: str,
+        user_hash: str | None,
+        until_ms: int = 0,
+        binding: str = "",
+        place: int = 0,
+        seen_ms: int = 0,
     ) -> tuple[bytes, bytes]:
-        token = self.tokens.issue(room.name, visitor, user_hash, until_ms, binding)
+        token = self.tokens.issue(room.name, visitor, user_hash, until_ms, binding, place, seen_ms)
         return (b"set-cookie", f"qg_{room.name}={token}{self._cookie_flags}".encode())
 
     def _client(self, scope: Scope) -> bytes:
@@ -137,4 +146,6 @@ class Visitors:
             unbound=bound is None and user_hash is not None,
             until_ms=found.until_ms,
             binding=binding,
+            place=found.place,
+            seen_ms=found.seen_ms,
         )

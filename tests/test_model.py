@@ -108,11 +108,15 @@ def _answer(outcome: Outcome) -> tuple[object, ...]:
 class LineMachine(RuleBasedStateMachine):
     url = ""  # the test server, set by the test
     quick_answers = 0  # polls answered from the room's snapshot (poll.lua)
+    far_answers = 0  # polls answered from a view of the line (queuegate.farback)
 
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.store = Store(connect(LineMachine.url, 5.0))
+        # Every rank counts as far back, and every view is built at the
+        # question's time: a far-back answer must be the full call's answer.
+        self.store = Store(connect(LineMachine.url, 5.0), far_from=0)
+        self.cookies: dict[str, tuple[int, int]] = {}  # visitor -> place, seen_ms, as a cookie keeps them
         self.model: Model
         self.room: Room
 
@@ -134,22 +138,33 @@ class LineMachine(RuleBasedStateMachine):
             session=session / 1000, abandon=0, client_limit=0,
         )  # fmt: skip
 
-    @rule(visitor=st.sampled_from(VISITORS))
-    def visit(self, visitor: str) -> None:
+    @rule(visitor=st.sampled_from(VISITORS), cookie=st.booleans())
+    def visit(self, visitor: str, cookie: bool) -> None:
         state_key = self.store.keys(self.room.name)[4]
         until = self.run(self.store.client.hget(state_key, "quick_until"))
         quick = until is not None and self.model.now < int(until) and visitor in self.model.waiting
         expected = self.model.enter(visitor)
-        outcome = self.run(self.store.enter(self.room, visitor, now=self.model.now))
+        # With the place the visitor's last answer gave (a cookie keeps it
+        # while they wait, and after they left or were admitted too), or as
+        # a client that does not keep it.
+        place, seen = self.cookies.get(visitor, (0, 0)) if cookie else (0, 0)
+        answered = self.store.far_back.answered
+        now = self.model.now
+        outcome = self.run(self.store.enter(self.room, visitor, now=now, place=place, seen_ms=seen))
+        far = self.store.far_back.answered > answered
         got = (outcome.state, outcome.rank if outcome.state == "waiting" else -1)
-        assert got == expected, (visitor, got, expected, quick)
+        assert got == expected, (visitor, got, expected, quick, far)
         if outcome.state == "waiting":
+            self.cookies[visitor] = (outcome.place, outcome.seen_ms)
             # The same question at the same moment, without the room's
-            # snapshot, takes the full path: a quick answer must be its answer.
+            # snapshot or a place, takes the full path: a quick or far-back
+            # answer must be its answer.
             self.run(self.store.client.hdel(state_key, "quick", "quick_until"))
             again = self.run(self.store.enter(self.room, visitor, now=self.model.now))
-            assert _answer(again) == _answer(outcome), (visitor, quick)
-            LineMachine.quick_answers += quick
+            assert _answer(again) == _answer(outcome), (visitor, quick, far)
+            assert again.place == outcome.place
+            LineMachine.quick_answers += quick and not far
+            LineMachine.far_answers += far
 
     @rule(ms=st.sampled_from([1, 400, 999, 1000, 1700, 3000]))
     def time_passes(self, ms: int) -> None:
@@ -211,3 +226,4 @@ def test_scripts_follow_the_model(redis_url: str) -> None:
     runner.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
     runner("runTest").runTest()
     assert LineMachine.quick_answers > 0  # the quick path was taken, and checked
+    assert LineMachine.far_answers > 0  # and the far-back path

@@ -18,6 +18,8 @@ save_state()
 moved() -- a new rate, state or opening changes what every waiting page shows
 -- Copies of the room's admissions go (a session may now slide): admissions.py.
 redis.call('PUBLISH', BASE .. 'revoked', '*:' .. now)
+-- So does the view of the line built under the old ones (view.lua).
+redis.call('HDEL', KEYS[5], 'view_at', 'view')
 local n = 0
 for i = 4, #ARGV, 2 do
   if ARGV[i + 1] == '' then

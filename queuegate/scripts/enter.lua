@@ -25,7 +25,7 @@
 --              visitor): its early end is published on <base>revoked
 --              (remove.lua, configure.lua; see queuegate/admissions.py)
 --   'waiting'  rank (0-based), count, eta_ms (-1 = unknown), poll_ms, joined,
---              method
+--              method, arrival number (the visitor's place; see view.lua)
 --   'prequeue' opens_at_ms, count, poll_ms, joined, seed_sha256
 --   'closed'   (room closed; nobody new joins)
 --   'pass'     (gate switched off)
@@ -81,6 +81,7 @@ else
     if rank then
       -- A reload or poll keeps the place and proves the visitor is still here.
       redis.call('ZADD', KEYS[3], now, id)
+      seq = tonumber(redis.call('ZSCORE', KEYS[2], id))
     elseif ARGV[5] ~= '1' then
       result = {'none', now, id}
     elseif challenge > 0 and not proven() then
@@ -109,7 +110,7 @@ else
       local ahead = rank
       if method == 'random' then ahead = math.floor((count - 1) / 2) end
       local wait = eta(ahead)
-      result = {'waiting', now, id, rank, count, wait, poll_after(wait, abandon), joined, method}
+      result = {'waiting', now, id, rank, count, wait, poll_after(wait, abandon), joined, method, seq}
       if joined == 1 then
         local step = method == 'random' and 50 or 100 -- a lottery shows half the line
         analytics_joined(seq, wait, function() return eta(ahead + step) end)

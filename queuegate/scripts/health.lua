@@ -233,6 +233,7 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
     end
     redis.call('HSET', h, unpack(fresh))
     redis.call('HSET', KEYS[5], field, new)
+    redis.call('HDEL', KEYS[5], 'view_at', 'view') -- built for the old value (view.lua)
     redis.call('HSET', h, 'changed', reason, 'changed_at', now, 'changed_from', value)
     value = new
     moved() -- the estimates change with the value

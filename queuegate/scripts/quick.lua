@@ -9,8 +9,8 @@
 --
 -- Only for calls from the app (ARGV[2], the defaults, given, and the same
 -- as stored) without a user (ARGV[6] empty), by a visitor in the line.
--- Returns {'waiting', now, id, rank, count, eta_ms, poll_ms, joined, method}
--- as enter does. Anything else goes on to the full call.
+-- Returns {'waiting', now, id, rank, count, eta_ms, poll_ms, joined, method,
+-- arrival number} as enter does. Anything else goes on to the full call.
 
 -- A new place costs the client one of its `limit` places a minute, so one
 -- client cannot fill the line. Nothing is counted when none is left.
@@ -22,13 +22,13 @@ local function over_client_limit(limit)
 end
 
 -- enter's answer for a visitor waiting at `rank` in a line of `line`.
-local function quick_waiting(r, rank, line, joined)
+local function quick_waiting(r, rank, line, joined, place)
   local ahead = rank
   if r.method == 'random' then ahead = math.floor((line - 1) / 2) end
   local wait = estimate(ahead, r, function()
     return r.staying, line, redis.call('ZCOUNT', KEYS[3], '-inf', now - r.abandon / 3)
   end)
-  return {'waiting', now, ARGV[4], rank, line, wait, poll_after(wait, r.abandon), joined, r.method}
+  return {'waiting', now, ARGV[4], rank, line, wait, poll_after(wait, r.abandon), joined, r.method, place}
 end
 
 -- The snapshot's figures and the last analytics checkpoint, when this call
@@ -43,7 +43,8 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
     local rank = redis.call('ZRANK', KEYS[2], ARGV[4])
     if rank then
       redis.call('ZADD', KEYS[3], now, ARGV[4])
-      return quick_waiting(r, rank, redis.call('ZCARD', KEYS[2]), 0)
+      local place = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]))
+      return quick_waiting(r, rank, redis.call('ZCARD', KEYS[2]), 0, place)
     elseif ARGV[5] == '1' and held_until == nil and r.challenge == 0 then
       quick_join = {r = r, cp_at = tonumber(got[4])}
     end

@@ -26,6 +26,6 @@ if quick_join then
     if r.forget > 0 then
       for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], r.forget) end
     end
-    return quick_waiting(r, line, line + 1, 1)
+    return quick_waiting(r, line, line + 1, 1, seq)
   end
 end

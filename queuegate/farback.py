@@ -1,0 +1,236 @@
+"""Visitors far from the front of the line: their polls answered in-process.
+
+A poll of a waiting visitor costs Redis a call (``quick.lua``: their rank,
+the line's length, their liveness). Ten million waiting, polling every 20 s,
+would be 500,000 such calls a second on the one core that holds the room.
+Far from the front nothing a poll says needs to be exact to the visitor:
+
+- **Their place** comes from a *view* of the line (``view.lua``): the
+  arrival numbers at ranks 0.5 % apart, from the first rank the line cannot
+  reach while the view is in use (200 times what it can let in meanwhile).
+  The visitor's cookie holds their arrival number; the rank between the two
+  samples around it is within 1 % of the true rank, and so is the estimate
+  the scripts computed for that rank. One view a room is built at most
+  every ``max_age / 2`` (by whichever process asks first; the others get
+  the stored copy), and a process answers from it for ``max_age``.
+- **Their liveness** (the proof that they still poll, which decides at the
+  front whether they are skipped as gone) is recorded by ``checkin.lua``
+  for many visitors in one call, and only as often as the rule that counts
+  silent visitors needs: the view says how long a visitor's last recorded
+  poll may be left to age (``record_after``), and the cookie says when it
+  was last recorded. A check-in also tells whether the visitor is still in
+  the line; one who is not (removed, admitted) is answered by the full call.
+
+The rules stay in the scripts: the view's ranks, estimates and intervals,
+and how long liveness may go unrecorded, all come from them; this module
+only looks up and interpolates. Near the front, for a lottery, before an
+opening, in a closed room, for an identified user, or when no view fresh
+enough is at hand, every poll is the full call as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FarAnswer", "FarBack", "View"]
+
+logger = logging.getLogger("queuegate")
+
+BATCH_DELAY = 0.002  # seconds a check-in waits for others to share its call
+MAX_BATCH = 500  # visitors in one check-in call
+
+
+@dataclass(frozen=True, slots=True)
+class FarAnswer:
+    """A far-back visitor's place, as of the view it comes from."""
+
+    now_ms: int  # Redis time of the answer
+    rank: int
+    line: int
+    eta_ms: int
+    poll_ms: int
+    seen_ms: int  # when their liveness was last recorded (Redis time)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """The line as seen from far back (``view.lua``'s reply)."""
+
+    at_ms: int  # Redis time when it was built
+    line: int
+    far: int  # the first far rank; -1: no far path in this room now
+    record_after_ms: int  # how long liveness may go unrecorded; 0 = every poll
+    ranks: tuple[int, ...]
+    places: tuple[int, ...]  # the arrival numbers at those ranks
+    etas: tuple[int, ...]
+    polls: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> View:
+        numbers = [int(x) for x in reply]
+        at, line, far, record_after = numbers[:4]
+        samples = numbers[4:]
+        return cls(
+            at,
+            line,
+            far,
+            record_after,
+            tuple(samples[0::4]),
+            tuple(samples[1::4]),
+            tuple(samples[2::4]),
+            tuple(samples[3::4]),
+        )
+
+    def spot(self, place: int) -> tuple[int, int, int] | None:
+        """Rank, estimate and poll interval of arrival number ``place``, or
+        ``None`` when it is not far back in this view (nearer the front,
+        newer than the view, or known not to be in the line)."""
+        places = self.places
+        if not places or place < places[0] or place > places[-1]:
+            return None
+        i = bisect.bisect_right(places, place) - 1
+        if places[i] == place:
+            return self.ranks[i], self.etas[i], self.polls[i]
+        low, high = self.ranks[i], self.ranks[i + 1]
+        if high - low <= 1:
+            return None  # both neighbours are samples: this place has left the line
+        share = (place - places[i]) / (places[i + 1] - places[i])
+        rank = min(high - 1, max(low + 1, low + round(share * (high - low))))
+        eta_low, eta_high = self.etas[i], self.etas[i + 1]
+        eta = -1 if eta_low < 0 or eta_high < 0 else round(eta_low + share * (eta_high - eta_low))
+        # The shorter interval of the two: never polling later than the page would.
+        return rank, eta, min(self.polls[i], self.polls[i + 1])
+
+
+@dataclass
+class _Batch:
+    room: Any
+    waiters: dict[str, asyncio.Future[int | None]]
+
+
+class FarBack:
+    """One process's views of its rooms' lines and its pending check-ins.
+
+    ``build(room, now)`` calls ``view.lua``; ``check_in(room, visitors, now)``
+    calls ``checkin.lua`` and returns the Redis time it recorded and the
+    visitors no longer in the line; ``now_ms()`` is Redis's time as this
+    process knows it. ``now`` (tests, simulations) asks for a view built for
+    that question alone, and checks in at once."""
+
+    def __init__(
+        self,
+        build: Callable[[Any, int | None], Awaitable[View]],
+        check_in: Callable[[Any, Sequence[str], int | None], Awaitable[tuple[int, set[str]]]],
+        now_ms: Callable[[], int],
+        max_age_ms: int,
+    ) -> None:
+        self._build = build
+        self._check_in = check_in
+        self._now_ms = now_ms
+        self.max_age_ms = max_age_ms
+        self._views: dict[str, View] = {}
+        self._building: dict[str, asyncio.Task[None]] = {}
+        self._batches: dict[str, _Batch] = {}
+        self._flushing: set[asyncio.Task[None]] = set()
+        self.answered = 0  # polls answered here
+        self.checked_in = 0  # visitors whose liveness was recorded in batches
+
+    async def answer(
+        self, name: str, room: Any, visitor: str, place: int, seen_ms: int, now: int | None
+    ) -> FarAnswer | None:
+        """The answer to a poll of ``visitor``, waiting with arrival number
+        ``place``, whose liveness was last recorded at ``seen_ms``; ``None``
+        when the full call must answer."""
+        if now is None:
+            now_ms = self._now_ms()
+            view = self._fresh_view(name, room, now_ms)
+        else:
+            now_ms = now
+            view = await self._build(room, now)
+        if view is None or view.far < 0:
+            return None
+        found = view.spot(place)
+        if found is None:
+            return None
+        rank, eta, poll = found
+        if view.record_after_ms == 0 or now_ms - seen_ms >= view.record_after_ms:
+            recorded = await self._record(name, room, visitor, now)
+            if recorded is None:
+                return None  # not in the line any more: the full call says what happened
+            seen_ms = recorded
+        self.answered += 1
+        return FarAnswer(now_ms, rank, view.line, eta, poll, seen_ms)
+
+    def forget(self, name: str) -> None:
+        """Drop the view of a room (its settings changed, or its line)."""
+        self._views.pop(name, None)
+
+    def _fresh_view(self, name: str, room: Any, now_ms: int) -> View | None:
+        view = self._views.get(name)
+        age = None if view is None else now_ms - view.at_ms
+        if (age is None or age >= self.max_age_ms // 2) and name not in self._building:
+            task = asyncio.ensure_future(self._rebuild(name, room))
+            self._building[name] = task
+        if view is None or age is None or not 0 <= age < self.max_age_ms:
+            return None
+        return view
+
+    async def _rebuild(self, name: str, room: Any) -> None:
+        try:
+            self._views[name] = await self._build(room, None)
+        except Exception as exc:  # the full call answers meanwhile, and says what failed
+            logger.debug("queuegate: no view of room %r's line (%s)", name, exc)
+        finally:
+            del self._building[name]
+
+    async def _record(self, name: str, room: Any, visitor: str, now: int | None) -> int | None:
+        if now is not None:
+            recorded, gone = await self._check_in(room, [visitor], now)
+            if visitor in gone:
+                return None
+            self.checked_in += 1
+            return recorded
+        batch = self._batches.get(name)
+        if batch is None:
+            batch = self._batches[name] = _Batch(room, {})
+            asyncio.get_running_loop().call_later(BATCH_DELAY, self._flush, name, batch)
+        waiter = batch.waiters.get(visitor)
+        if waiter is None:
+            waiter = batch.waiters[visitor] = asyncio.get_running_loop().create_future()
+            if len(batch.waiters) >= MAX_BATCH:
+                self._flush(name, batch)
+        return await asyncio.shield(waiter)
+
+    def _flush(self, name: str, batch: _Batch) -> None:
+        if self._batches.get(name) is not batch:
+            return  # flushed already (it filled up)
+        del self._batches[name]
+        task = asyncio.ensure_future(self._send(batch))
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _send(self, batch: _Batch) -> None:
+        waiters = batch.waiters
+        try:
+            recorded, gone = await self._check_in(batch.room, list(waiters), None)
+        except BaseException as exc:
+            for waiter in waiters.values():
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self.checked_in += len(waiters) - len(gone)
+        for visitor, waiter in waiters.items():
+            if not waiter.done():
+                waiter.set_result(None if visitor in gone else recorded)
+
+    async def aclose(self) -> None:
+        for task in [*self._building.values(), *self._flushing]:
+            task.cancel()
+        await asyncio.gather(*self._building.values(), *self._flushing, return_exceptions=True)

@@ -1,0 +1,215 @@
+"""Far-back polls (queuegate.farback, view.lua, checkin.lua): answered from a
+view of the line, within 1 % of the true rank, with liveness recorded in
+batches so that silent visitors are still skipped at the front and live ones
+never are. The model test (test_model.py) checks that a far-back answer is
+the full call's answer when the view is as fresh as the question."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from queuegate import Room, Store
+from queuegate.farback import View
+from queuegate.store import connect
+
+from .conftest import MakeGate, client_for
+
+pytestmark = pytest.mark.anyio
+
+T0 = 1_700_000_000_000
+
+
+def test_a_place_between_two_samples_gets_a_rank_between_theirs() -> None:
+    # Ranks 100, 110, 111; arrival numbers with gaps (people who left).
+    samples = [100, 1000, 50_000, 2000, 110, 1030, 55_000, 2000, 111, 1031, 55_500, 1000]
+    view = View.parse([T0, 200, 100, 5000, *samples])
+    assert view.spot(1000) == (100, 50_000, 2000)  # a sample itself
+    rank, eta, poll = view.spot(1015)  # type: ignore[misc]
+    assert 100 < rank < 110
+    assert 50_000 < eta < 55_000
+    assert poll == 2000
+    assert view.spot(999) is None  # nearer the front than the view reaches
+    assert view.spot(1032) is None  # newer than the view
+    # Both neighbours are samples at adjacent ranks: nobody between them.
+    assert view.spot(1030) == (110, 55_000, 2000)
+    gap = View.parse([T0, 10, 0, 0, 0, 7, 100, 1000, 1, 9, 200, 1000])
+    assert gap.spot(8) is None  # left the line
+    unknown = View.parse([T0, 10, 0, 0, 0, 7, -1, 1000, 5, 20, 200, 1000])
+    assert unknown.spot(10) == (1, -1, 1000)  # no estimate at one end: none between
+
+
+async def _place(store: Store, room: Room, visitor: str) -> int:
+    score = await store.client.zscore(store.keys(room.name)[1], visitor)
+    assert score is not None
+    return int(score)
+
+
+async def _rank(store: Store, room: Room, visitor: str) -> int:
+    rank = await store.client.zrank(store.keys(room.name)[1], visitor)
+    assert isinstance(rank, int)
+    return rank
+
+
+async def _fill(store: Store, room: Room, count: int, now: int | None) -> list[str]:
+    visitors = [f"w{i:06d}" for i in range(count)]
+    for first in range(0, count, 2000):
+        await store.enter_many(room, visitors[first : first + 2000], now=now)
+    return visitors
+
+
+async def test_far_back_ranks_are_within_one_percent_of_the_true_rank(store: Store) -> None:
+    room = Room("far", paths=["/x"], rate=5, per=1.0, abandon=300.0, client_limit=0)
+    visitors = await _fill(store, room, 12_000, T0)
+    first = await store.enter(room, visitors[0], now=T0)
+    assert first.state == "active"
+    # People leave from everywhere (gaps in the arrival numbers), most of
+    # them from one stretch: the worst case for interpolating between samples.
+    rng = random.Random(7)
+    leaving = set(rng.sample(visitors[1000:], 800)) | set(visitors[6000:6400])
+    await asyncio.gather(*(store.leave(room, v, now=T0) for v in leaving))
+    now = T0 + 1
+    checked = 0
+    for visitor in rng.sample([v for v in visitors[10:] if v not in leaving], 1500):
+        place = await _place(store, room, visitor)
+        true_rank = await _rank(store, room, visitor)
+        outcome = await store.enter(room, visitor, place=place, seen_ms=now, now=now)
+        assert outcome.state == "waiting"
+        assert outcome.place == place
+        exact = await store.enter(room, visitor, now=now)
+        assert exact.rank == true_rank
+        if true_rank >= 1000:
+            assert abs(outcome.rank - true_rank) <= 0.01 * true_rank, (outcome.rank, true_rank)
+            assert outcome.line == exact.line
+            checked += 1
+        else:
+            assert outcome.rank == true_rank  # near the front: the full call answered
+    assert checked > 1000
+    assert store.far_back.answered == checked
+
+
+async def test_far_back_answers_in_real_time_from_one_shared_view(redis_url: str) -> None:
+    room = Room("live", paths=["/x"], rate=5, per=1.0, abandon=300.0, client_limit=0)
+    stores = [Store(connect(redis_url, 5.0)) for _ in range(2)]
+    try:
+        visitors = await _fill(stores[0], room, 6000, None)
+        far = visitors[-1]
+        place = await _place(stores[0], room, far)
+        for store in stores:
+            # The first question finds no view yet (a call builds it meanwhile).
+            outcome = await store.enter(room, far, place=place, seen_ms=stores[0].redis_now_ms())
+            assert store.far_back.answered == 0
+            assert outcome.rank == await _rank(store, room, far)
+            await asyncio.sleep(0.2)
+            for _ in range(20):
+                outcome = await store.enter(room, far, place=place, seen_ms=store.redis_now_ms())
+            true_rank = await _rank(store, room, far)
+            assert store.far_back.answered == 20
+            assert abs(outcome.rank - true_rank) <= 0.01 * true_rank
+        # Built once and shared: the second process got the stored view.
+        views = [store.far_back._views[room.name] for store in stores]
+        assert views[0].at_ms == views[1].at_ms
+    finally:
+        for store in stores:
+            await store.aclose()
+
+
+async def test_live_far_back_visitors_are_admitted_and_silent_ones_skipped(redis_url: str) -> None:
+    # Every rank from 50 on is far back. One visitor in two stops polling
+    # after joining; the others poll every 10 s with their cookie's place.
+    store = Store(connect(redis_url, 5.0), far_from=50)
+    try:
+        room = Room("skips", paths=["/x"], rate=1, per=2.0, abandon=120.0, client_limit=0)
+        visitors = await _fill(store, room, 150, T0)
+        cookies: dict[str, tuple[int, int]] = {}
+        for v in visitors:
+            first = await store.enter(room, v, now=T0)
+            if first.state == "waiting":
+                cookies[v] = (first.place, first.seen_ms)
+        silent = {v for i, v in enumerate(visitors) if i % 2 and i >= 50}
+        admitted: list[str] = []
+        now = T0
+        while cookies.keys() - silent and now < T0 + 600_000:
+            now += 10_000
+            for v in sorted(cookies.keys() - silent):
+                place, seen = cookies[v]
+                outcome = await store.enter(room, v, place=place, seen_ms=seen, now=now)
+                if outcome.state == "active":
+                    admitted.append(v)
+                    del cookies[v]
+                else:
+                    assert outcome.state == "waiting"
+                    assert outcome.place == place
+                    cookies[v] = (place, outcome.seen_ms)
+        live = [v for v in visitors[1:] if v not in silent]
+        assert admitted == live  # every live visitor, in arrival order
+        assert store.far_back.answered > 100
+        assert 0 < store.far_back.checked_in < store.far_back.answered  # recorded, but not every poll
+        stats = await store.stats(room, now=now)
+        assert stats["waiting"] == 0
+        # Silent ones reaching the front within `abandon` of joining were
+        # admitted (rightly); all the others were skipped.
+        ever_active = set((await store.visitors(room, 1000))["active"]) | set(admitted)
+        taken = sorted(v for v in silent if v in {a[0] if isinstance(a, tuple) else a for a in ever_active})
+        assert taken == sorted(silent)[: len(taken)]
+        assert len(taken) < 10
+        assert stats["abandoned"] == len(silent) - len(taken)
+    finally:
+        await store.aclose()
+
+
+async def test_a_removed_visitor_is_found_out_at_their_next_check_in(store: Store) -> None:
+    room = Room("gone", paths=["/x"], rate=1, per=60.0, abandon=300.0, client_limit=0)
+    visitors = await _fill(store, room, 3000, T0)
+    target = visitors[2500]
+    joined = await store.enter(room, target, now=T0 + 1)
+    assert joined.state == "waiting"
+    assert await store.leave(room, target, now=T0 + 2)  # an operator removes them
+    # Their liveness was recorded just now (their cookie says): the view answers.
+    early = await store.enter(room, target, place=joined.place, seen_ms=T0 + 3, now=T0 + 3)
+    assert store.far_back.answered == 1
+    assert early.place == joined.place
+    # A check-in is due: it finds them gone, and the full call answers (the back).
+    late = T0 + 200_000
+    again = await store.enter(room, target, place=joined.place, seen_ms=T0 + 3, now=late)
+    assert store.far_back.answered == 1
+    assert again.state == "waiting"
+    assert again.joined
+    assert again.place > joined.place
+
+
+async def test_the_cookie_carries_the_place_and_a_far_poll_asks_no_full_call(make_gate: MakeGate) -> None:
+    room = Room("sale", paths=["/checkout*"], rate=1, per=60.0, abandon=300.0)
+    gate = await make_gate(rooms=[room])
+    await _fill(gate.store, room, 1500, gate.store.redis_now_ms())
+    async with client_for(gate) as client:
+        first = await client.get("/checkout", headers={"accept": "application/json"})
+        assert first.status_code == 503
+        position = first.json()["position"]
+        payload = first.cookies["qg_sale"].split(".")[0].split("~")
+        visitor, place, seen = payload[0], int(payload[4]), int(payload[5])
+        assert place >= 1500
+        assert seen > 0
+        await client.get("/checkout", headers={"accept": "application/json"})  # builds the view
+        await asyncio.sleep(0.2)
+        calls = await gate.store.client.info("commandstats")
+        before = calls.get("cmdstat_evalsha", {}).get("calls", 0)
+        polls = [await client.get("/checkout", headers={"accept": "application/json"}) for _ in range(10)]
+        calls = await gate.store.client.info("commandstats")
+        after = calls.get("cmdstat_evalsha", {}).get("calls", 0)
+    assert gate.store.far_back.answered == 10
+    assert after - before <= 1  # no call per poll (a view may be rebuilt once)
+    assert all(p.status_code == 503 and p.json()["position"] == position for p in polls)
+    assert visitor == first.cookies["qg_sale"].split(".")[0].split("~")[0]
+
+
+@pytest.mark.parametrize("method", ["random"])
+async def test_a_lottery_has_no_far_path(store: Store, method: str) -> None:
+    room = Room("draw", paths=["/x"], rate=1, per=60.0, method=method, client_limit=0)
+    visitors = await _fill(store, room, 1500, T0)
+    outcome = await store.enter(room, visitors[-1], now=T0)
+    again = await store.enter(room, visitors[-1], place=outcome.place, seen_ms=T0, now=T0)
+    assert store.far_back.answered == 0
+    assert again.rank == outcome.rank
