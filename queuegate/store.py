@@ -100,7 +100,7 @@ SCRIPTS = {
 }
 
 FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
-FAR_MAX_AGE_MS = 2000  # how long a process answers far-back polls from one view
+FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
 
 
 def _text(value: Any) -> str:

@@ -55,10 +55,10 @@ local most = moves()
 if method == 'fifo' and not prequeue and most >= 0 and status ~= 'closed' and status ~= 'passthrough' then
   local far = math.max(far_from, STALENESS * most)
   view[3] = far
-  -- Liveness is what a poll proves: recorded late enough that a visitor
-  -- polling at its interval is never silent for a third of `abandon`, the
-  -- time after which estimate.lua counts them as gone (quick.lua and
-  -- advance.lua's crowd()).
+  -- Liveness is what a poll proves: recorded often enough that a visitor
+  -- polling at its interval is never silent for a third of `abandon`, when
+  -- estimates count them as gone (quick.lua and advance.lua's crowd()), and
+  -- no more often.
   local r = figures()
   local every = poll_after(estimate(line, r, crowd), abandon)
   if abandon > 0 then view[4] = math.max(0, math.floor(abandon / 3) - every - max_age) end
