@@ -82,6 +82,7 @@ class Outcome:
 SCRIPTS = {
     "enter": (
         "clock",
+        "liveness",
         "inside",
         "estimate",
         "quick",
@@ -90,13 +91,13 @@ SCRIPTS = {
         "advance",
         "enter",
     ),
-    "remove": ("clock", "estimate", "analytics", "advance", "remove"),
-    "stats": ("clock", "estimate", "analytics", "advance", "stats"),
-    "configure": ("clock", "estimate", "analytics", "advance", "configure"),
-    "drain": ("clock", "estimate", "analytics", "advance", "drain"),
-    "health": ("clock", "estimate", "analytics", "advance", "health"),
-    "view": ("clock", "estimate", "analytics", "advance", "view"),
-    "checkin": ("clock", "checkin"),
+    "remove": ("clock", "liveness", "estimate", "analytics", "advance", "remove"),
+    "stats": ("clock", "liveness", "estimate", "analytics", "advance", "stats"),
+    "configure": ("clock", "liveness", "estimate", "analytics", "advance", "configure"),
+    "drain": ("clock", "liveness", "estimate", "analytics", "advance", "drain"),
+    "health": ("clock", "liveness", "estimate", "analytics", "advance", "health"),
+    "view": ("clock", "liveness", "estimate", "analytics", "advance", "view"),
+    "checkin": ("clock", "liveness", "checkin"),
 }
 
 FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
@@ -318,6 +319,14 @@ class Store:
         an earlier answer), let a poll from far back be answered without a
         call (see ``queuegate.farback``)."""
         name = room if isinstance(room, str) else room.name
+        if user_hash is None and now is None:
+            # Admitted, as this process was told, and not revoked since.
+            until = self.admissions.admitted_until(name, visitor)
+            if until is not None:
+                return Outcome("active", self.redis_now_ms(), visitor, expires_ms=until, copyable=True)
+            if not self._admissions_started:
+                self._admissions_started = True
+                self.admissions.start()
         if place and user_hash is None and self.far_from is not None:
             far = await self.far_back.answer(name, room, visitor, place, seen_ms, now)
             if far is not None:
@@ -332,14 +341,6 @@ class Store:
                     place=place,
                     seen_ms=far.seen_ms,
                 )
-        if user_hash is None and now is None:
-            # Admitted, as this process was told, and not revoked since.
-            until = self.admissions.admitted_until(name, visitor)
-            if until is not None:
-                return Outcome("active", self.redis_now_ms(), visitor, expires_ms=until, copyable=True)
-            if not self._admissions_started:
-                self._admissions_started = True
-                self.admissions.start()
         base = self._base(name)
         extra: tuple[str, ...] = (base + "client:" + client, base + "user:" + (user_hash or ""))
         ttl = "" if user_hash is None else str(round(user_ttl * 1000))

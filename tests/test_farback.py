@@ -213,3 +213,69 @@ async def test_a_lottery_has_no_far_path(store: Store, method: str) -> None:
     again = await store.enter(room, visitors[-1], place=outcome.place, seen_ms=T0, now=T0)
     assert store.far_back.answered == 0
     assert again.rank == outcome.rank
+
+
+async def test_check_ins_count_as_polls_in_full_do(redis_url: str) -> None:
+    # Two rooms of the same shape, the same visitors, the same moments: in
+    # one, waiting visitors poll with their cookie's place (every rank far
+    # back, every view as fresh as the question: liveness goes to the
+    # check-in hash), in the other in full (liveness in `seen`). Some stop
+    # polling. The line, the skips of the silent at the front and the
+    # estimates (which count the quiet) must come out the same. (Each far
+    # poll checks in: its cookie says liveness was never recorded. The
+    # polls come at random moments, not at the page's interval, which is
+    # what lets the gate record it less often.)
+    far = Store(connect(redis_url, 5.0), far_from=0)
+    full = Store(connect(redis_url, 5.0))
+    try:
+        rooms = [
+            Room(name, paths=["/x"], rate=1, per=4.0, abandon=16.5, client_limit=0, session=600.0)
+            for name in ("far-liveness", "full-liveness")
+        ]
+        rng = random.Random(3)
+        visitors = [f"v{i:02d}" for i in range(14)]
+        stops_at = {v: T0 + rng.choice([5_000, 20_000, 45_000, 10**9]) for v in visitors}
+        cookies: dict[str, int] = {}
+        in_hash: list[int] = []  # far-back visitors' liveness in liveness.lua's hash, after each step
+        now = T0
+        for v in visitors:
+            await full.enter(rooms[1], v, now=now)
+            first = await far.enter(rooms[0], v, now=now)
+            if first.state == "waiting":
+                cookies[v] = first.place
+        for _ in range(40):
+            # Whole seconds, and a third of `abandon` is not: the check-in
+            # hash counts the quiet to the second (the seconds that began
+            # by the threshold), `seen` to the millisecond.
+            now += rng.choice([1_000, 2_000, 3_000, 4_000])
+            for v in visitors:
+                if now >= stops_at[v] or rng.random() < 0.2:
+                    continue
+                place = cookies.get(v, 0)
+                a = await far.enter(rooms[0], v, place=place, now=now)
+                b = await full.enter(rooms[1], v, now=now)
+                assert (a.state, a.rank, a.line) == (b.state, b.rank, b.line), (v, now)
+                if a.state == "waiting":
+                    cookies[v] = a.place
+                    # Asked again at once, after this poll's liveness is in.
+                    again = await far.enter(rooms[0], v, place=a.place, now=now)
+                    assert (again.rank, again.eta_ms, again.poll_ms) == (b.rank, b.eta_ms, b.poll_ms)
+            # Both brought up to date (a far poll of an admitted visitor with
+            # an old place builds a view, and so moves the line, where a
+            # poll in full of that visitor need not).
+            both = ((far, rooms[0]), (full, rooms[1]))
+            admitted = [(await store.stats(room, now=now))["admitted"] for store, room in both]
+            assert admitted[0] == admitted[1]
+            lines = [await store.visitors(room, 100) for store, room in both]
+            in_hash.append(await far.client.hlen(far.keys(rooms[0].name)[4][: -len("state")] + "alive"))
+            assert [v for v, _ in lines[0]["waiting"]] == [v for v, _ in lines[1]["waiting"]]
+            assert {v for v, _ in lines[0]["active"]} == {v for v, _ in lines[1]["active"]}
+        stats = [await far.stats(rooms[0], now=now), await full.stats(rooms[1], now=now)]
+        assert stats[0]["abandoned"] == stats[1]["abandoned"] > 0
+        assert far.far_back.checked_in > 50
+        assert max(in_hash) > 0  # far-back liveness was in the hash, not in `seen`
+        if stats[0]["waiting"] == 0:
+            assert in_hash[-1] == 0  # and left it with its visitor
+    finally:
+        await far.aclose()
+        await full.aclose()

@@ -7,7 +7,9 @@
 -- KEYS (one room; all share the {room} hash tag so one call is one cluster slot)
 --   KEYS[1] seq      string  arrival counter (INCR): strict FIFO, no time ties
 --   KEYS[2] waiting  zset    visitor id -> arrival number
---   KEYS[3] seen     zset    waiting visitor id -> last poll time (ms)
+--   KEYS[3] seen     zset    waiting visitor id -> last poll time (ms); a
+--                            far-back visitor's is in <base>alive instead
+--                            (see liveness.lua)
 --   KEYS[4] active   zset    visitor id -> session expiry (ms)
 --   KEYS[5] state    hash    settings, bucket, counters, fairness seed
 --
@@ -186,9 +188,10 @@ local function move_line()
     if #ids == 0 then break end
     local seen = redis.call('ZMSCORE', KEYS[3], unpack(ids))
     redis.call('ZREM', KEYS[3], unpack(ids))
+    local alive = take_alive(ids) -- far-back visitors' check-ins (liveness.lua)
     local entries, admitted = {}, {}
     for i, id in ipairs(ids) do
-      local last = tonumber(seen[i])
+      local last = tonumber(seen[i]) or tonumber(alive[i])
       if abandon > 0 and last ~= nil and last <= now - abandon then
         abandoned = abandoned + 1
         analytics_gave_up(seqs[i], last)
@@ -336,7 +339,7 @@ end
 
 local function crowd()
   return staying_share(), redis.call('ZCARD', KEYS[2]),
-    redis.call('ZCOUNT', KEYS[3], '-inf', now - abandon / 3)
+    quiet_since(now - abandon / 3)
 end
 
 -- Estimated wait (ms) with `ahead` people in front (see estimate.lua).
@@ -395,6 +398,8 @@ end
 local function save_state()
   if forget > 0 then
     for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], forget) end
+    redis.call('PEXPIRE', ALIVE, forget)
+    redis.call('PEXPIRE', ALIVE_N, forget)
   end
   analytics_save(forget)
   if dirty then

@@ -80,7 +80,7 @@ else
     local joined, seq = 0, nil
     if rank then
       -- A reload or poll keeps the place and proves the visitor is still here.
-      redis.call('ZADD', KEYS[3], now, id)
+      seen_now(id)
       seq = tonumber(redis.call('ZSCORE', KEYS[2], id))
     elseif ARGV[5] ~= '1' then
       result = {'none', now, id}

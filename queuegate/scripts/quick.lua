@@ -26,7 +26,7 @@ local function quick_waiting(r, rank, line, joined, place)
   local ahead = rank
   if r.method == 'random' then ahead = math.floor((line - 1) / 2) end
   local wait = estimate(ahead, r, function()
-    return r.staying, line, redis.call('ZCOUNT', KEYS[3], '-inf', now - r.abandon / 3)
+    return r.staying, line, quiet_since(now - r.abandon / 3)
   end)
   return {'waiting', now, ARGV[4], rank, line, wait, poll_after(wait, r.abandon), joined, r.method, place}
 end
@@ -42,7 +42,7 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
     local r = cmsgpack.unpack(got[3])
     local rank = redis.call('ZRANK', KEYS[2], ARGV[4])
     if rank then
-      redis.call('ZADD', KEYS[3], now, ARGV[4])
+      seen_now(ARGV[4])
       local place = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]))
       return quick_waiting(r, rank, redis.call('ZCARD', KEYS[2]), 0, place)
     elseif ARGV[5] == '1' and held_until == nil and r.challenge == 0 then

@@ -15,6 +15,7 @@ local was_active = redis.call('ZREM', KEYS[4], id)
 local held = was_active + redis.call('ZREM', KEYS[2], id)
 if seq and ARGV[5] == 'left' then analytics_gave_up(seq, now) end
 redis.call('ZREM', KEYS[3], id)
+take_alive({id})
 note_ended(was_active)
 if was_active > 0 then
   -- Processes holding a copy of this admission drop it (admissions.py).
