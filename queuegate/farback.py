@@ -15,11 +15,12 @@ Far from the front nothing a poll says needs to be exact to the visitor:
   the stored copy), and a process answers from it for ``max_age``.
 - **Their liveness** (the proof that they still poll, which decides at the
   front whether they are skipped as gone) is recorded by ``checkin.lua``
-  for many visitors in one call, and only as often as the rule that counts
-  silent visitors needs: the view says how long a visitor's last recorded
-  poll may be left to age (``record_after``), and the cookie says when it
-  was last recorded. A check-in also tells whether the visitor is still in
-  the line; one who is not (removed, admitted) is answered by the full call.
+  for many visitors in one call, in a hash where an update costs O(1)
+  (``liveness.lua``), and only as often as the rule that counts silent
+  visitors needs: the view says how long a visitor's last recorded poll may
+  be left to age (``record_after``), and the cookie says when it was last
+  recorded. A check-in also tells whether the visitor is still in the line;
+  one who is not (removed, admitted) is answered by the full call.
 
 The rules stay in the scripts: the view's ranks, estimates and intervals,
 and how long liveness may go unrecorded, all come from them; this module

@@ -8,11 +8,6 @@
 -- Returns the Redis time recorded, then the ids no longer in the line
 -- (admitted, removed or drained since the view their process answers from).
 
-local ids = {unpack(ARGV, 4)}
-local places = redis.call('ZMSCORE', KEYS[2], unpack(ids))
-local here, gone = {}, {now}
-for i, id in ipairs(ids) do
-  if places[i] then here[#here + 1] = id else gone[#gone + 1] = id end
-end
-if #here > 0 then alive_now(here) end
+local gone = alive_now({unpack(ARGV, 4)})
+table.insert(gone, 1, now)
 return gone

@@ -59,21 +59,44 @@ local function seen_now(id)
   take_alive({id})
 end
 
--- A check-in: `ids` (all in the line) are here now.
+-- A check-in: `ids` are here now, if still in the line. Returns those who
+-- are not. One in the hash is in the line (it leaves the hash when it
+-- leaves the line: the head, remove.lua, drain.lua); the others are looked
+-- up, and their liveness moves here from `seen`.
 local function alive_now(ids)
   local times = redis.call('HMGET', ALIVE, unpack(ids))
-  local before, fresh, entries = {}, {}, {}
+  local before, others, entries = {}, {}, {}
   for i, t in ipairs(times) do
-    if t then before[#before + 1] = tonumber(t) else fresh[#fresh + 1] = ids[i] end
-    entries[#entries + 1] = ids[i]
-    entries[#entries + 1] = now
+    if t then
+      before[#before + 1] = tonumber(t)
+      entries[#entries + 1] = ids[i]
+      entries[#entries + 1] = now
+    else
+      others[#others + 1] = ids[i]
+    end
+  end
+  local gone, fresh = {}, {}
+  if #others > 0 then
+    local places = redis.call('ZMSCORE', KEYS[2], unpack(others))
+    for i, id in ipairs(others) do
+      if places[i] then
+        fresh[#fresh + 1] = id
+        entries[#entries + 1] = id
+        entries[#entries + 1] = now
+      else
+        gone[#gone + 1] = id
+      end
+    end
   end
   if #fresh > 0 then redis.call('ZREM', KEYS[3], unpack(fresh)) end
-  redis.call('HSET', ALIVE, unpack(entries))
-  count_alive(before, -1)
-  local added = {}
-  for i = 1, #ids do added[i] = now end
-  count_alive(added, 1)
+  if #entries > 0 then
+    redis.call('HSET', ALIVE, unpack(entries))
+    count_alive(before, -1)
+    local added = {}
+    for i = 1, #entries / 2 do added[i] = now end
+    count_alive(added, 1)
+  end
+  return gone
 end
 
 -- How many waiting visitors have been silent since `before` (ms): in the
