@@ -195,7 +195,7 @@ async def admission_step(url: str) -> tuple[int, int]:
 def memory_per_visitor(url: str, count: int) -> float:
     client = redis.Redis.from_url(url)
     prefix = "qg:{bench-big}:"
-    names = ("seq", "waiting", "seen", "active", "state")
+    names = ("seq", "waiting", "seen", "active", "state", "alive", "alive_n")
     total = sum(int(client.memory_usage(prefix + name, samples=0) or 0) for name in names)
     client.close()
     return total / count

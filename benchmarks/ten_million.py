@@ -16,7 +16,8 @@ in ``seen``): far faster than ten million joins, and the same layout. Then:
 - the latency of a poll at the back through the gate (one request at a
   time), with the cookie a far-back visitor has (answered from the view),
   and without its place (asked in full);
-- Redis memory per waiting visitor;
+- Redis memory per waiting visitor, and again once every visitor has
+  checked in (their liveness in the check-in hash instead of ``seen``);
 - the polls a second the line makes at the page's cadence: the room opened
   to let ``--admit-per-second`` in, the interval the scripts give visitors
   at ranks 5 % apart (a third of the estimated wait, between 1 and 20 s);
@@ -148,6 +149,22 @@ async def cadence(url: str, count: int, per_second: float) -> tuple[list[tuple[i
     return samples, view
 
 
+async def check_in_everyone(url: str, count: int) -> int:
+    """Every waiting visitor checks in once (their liveness moves to the
+    check-in hash, as far back); returns how many are waiting."""
+    store = Store(aioredis.Redis.from_url(url), local_admissions=False)
+    batch, calls = 500, []
+    for start in range(0, count, batch):
+        calls.append(store.check_in(ROOM, [visitor(i) for i in range(start, min(count, start + batch))]))
+        if len(calls) == 32:
+            await asyncio.gather(*calls)
+            calls = []
+    await asyncio.gather(*calls)
+    waiting = int(await store.client.zcard(store.keys(ROOM.name)[1]))
+    await store.aclose()
+    return waiting
+
+
 def line_load(
     count: int, samples: list[tuple[int, float]], costs: dict[str, float], view: View | None, joins: float
 ) -> tuple[float, float]:
@@ -222,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
                 report[f"poll{name}_p50_ms"] = round(poll.p50_ms, 2)
                 report[f"poll{name}_p99_ms"] = round(poll.p99_ms, 2)
         samples, view = asyncio.run(cadence(server.url, args.waiting, args.admit_per_second))
+        # Memory once everyone's liveness is in the check-in hash.
+        waiting = asyncio.run(check_in_everyone(server.url, args.waiting))
+        checked_in = memory_per_visitor(server.url, waiting)
+        report["memory_bytes_per_waiting_visitor_checked_in"] = round(checked_in, 1)
     report["far_from_rank"] = view.far
     report["record_after_s"] = round(view.record_after_ms / 1000, 1)
     # In a steady line as many join a second as are let in.
