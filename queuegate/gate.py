@@ -32,7 +32,7 @@ from .pages import Headers, Page, Pages, send_page
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
-from .store import Client, Outcome, Store, StoreError, connect
+from .store import FAR_FROM, Client, Outcome, Store, StoreError, connect
 from .tokens import Tokens, new_visitor_id
 from .visitors import Identify, Visitor, Visitors
 
@@ -132,6 +132,7 @@ class QueueGate:
         cookie_max_age: int | None = None,
         timeout: float | None = None,
         local_admissions: bool | None = None,
+        far_back: bool | None = None,
         max_connections: int | None = None,
         waiting_status: int | None = None,
         endpoint: str | None = None,
@@ -154,6 +155,7 @@ class QueueGate:
             cookie_max_age=cookie_max_age,
             timeout=timeout,
             local_admissions=local_admissions,
+            far_back=far_back,
             max_connections=max_connections,
             waiting_status=waiting_status,
             endpoint=endpoint,
@@ -180,7 +182,11 @@ class QueueGate:
             )
         self.settings = settings
         self.store = Store(
-            client, settings.prefix, settings.timeout, local_admissions=settings.local_admissions
+            client,
+            settings.prefix,
+            settings.timeout,
+            local_admissions=settings.local_admissions,
+            far_from=FAR_FROM if settings.far_back else None,
         )
         self.rooms = Rooms(settings.rooms, self.store)
         self.tokens = Tokens(settings.secret_keys, settings.cookie_max_age)

@@ -255,6 +255,7 @@ class Settings:
     cookie_max_age: int = 86400
     timeout: float = 0.25
     local_admissions: bool = True
+    far_back: bool = True
     max_connections: int = 50
     waiting_status: int = 503
     endpoint: str = "/_queuegate"
@@ -285,6 +286,8 @@ class Settings:
         _seconds("timeout", self.timeout)
         if not isinstance(self.local_admissions, bool):
             raise ConfigError(f"local_admissions must be True or False, got {self.local_admissions!r}")
+        if not isinstance(self.far_back, bool):
+            raise ConfigError(f"far_back must be True or False, got {self.far_back!r}")
         _whole("max_connections", self.max_connections, 1)
         if self.waiting_status not in WAITING_STATUS_CODES:
             raise ConfigError(
@@ -340,6 +343,7 @@ class Settings:
             "cookie_max_age": ("QUEUEGATE_COOKIE_MAX_AGE", lambda n, v: int(_env_number(n, v))),
             "timeout": ("QUEUEGATE_TIMEOUT", _env_number),
             "local_admissions": ("QUEUEGATE_LOCAL_ADMISSIONS", _env_bool),
+            "far_back": ("QUEUEGATE_FAR_BACK", _env_bool),
             "max_connections": ("QUEUEGATE_MAX_CONNECTIONS", lambda n, v: int(_env_number(n, v))),
             "waiting_status": ("QUEUEGATE_WAITING_STATUS", lambda n, v: int(_env_number(n, v))),
             "endpoint": ("QUEUEGATE_ENDPOINT", str),

@@ -20,6 +20,7 @@ from .conftest import MakeGate, client_for
 pytestmark = pytest.mark.anyio
 
 T0 = 1_700_000_000_000
+JSON = {"accept": "application/json"}
 
 
 def test_a_place_between_two_samples_gets_a_rank_between_theirs() -> None:
@@ -284,3 +285,30 @@ async def test_check_ins_count_as_polls_in_full_do(redis_url: str) -> None:
     finally:
         await far.aclose()
         await full.aclose()
+
+
+async def test_the_gate_answers_far_back_unless_told_not_to(make_gate: MakeGate) -> None:
+    room = Room("sale", paths=["/checkout*"], rate=1, per=60.0, abandon=300.0)
+    for far_back, answered in ((True, 5), (False, 0)):
+        gate = await make_gate(rooms=[room], far_back=far_back, prefix=f"far{far_back}")
+        await _fill(gate.store, room, 1500, gate.store.redis_now_ms())
+        async with client_for(gate) as client:
+            await client.get("/checkout", headers=JSON)  # joins at the back
+            await client.get("/checkout", headers=JSON)  # a view is built meanwhile
+            await asyncio.sleep(0.05)
+            for _ in range(5):
+                assert (await client.get("/checkout", headers=JSON)).json()["state"] == "waiting"
+        assert gate.store.far_back.answered == answered
+
+
+def test_the_setting_is_read_and_checked() -> None:
+    from queuegate import ConfigError
+    from queuegate.settings import Settings
+
+    secret = "x" * 32
+    assert not Settings.load({"QUEUEGATE_FAR_BACK": "off"}, secret_key=secret).far_back
+    assert Settings.load({}, secret_key=secret).far_back
+    with pytest.raises(ConfigError, match="QUEUEGATE_FAR_BACK"):
+        Settings.load({"QUEUEGATE_FAR_BACK": "maybe"}, secret_key=secret)
+    with pytest.raises(ConfigError, match="far_back"):
+        Settings.load({}, secret_key=secret, far_back="yes")

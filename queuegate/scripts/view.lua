@@ -38,8 +38,10 @@ end
 advance()
 local line = redis.call('ZCARD', KEYS[2])
 
--- How many the line may let in within max_age: the bucket's tokens and its
--- refills, and free capacity plus every session (any may end early).
+-- How far the head may move within max_age: the bucket's tokens and its
+-- refills, and free capacity plus every session (any may end early); and
+-- the silent visitors skipped on the way, at the share of those reaching
+-- the front lately who were gone.
 local function moves()
   local most = -1
   if rate > 0 then most = tokens + rate * (math.floor(max_age / per) + (max_age > 0 and 1 or 0)) end
@@ -47,6 +49,7 @@ local function moves()
     local by_capacity = capacity - active_n + (max_age > 0 and active_n or 0)
     if most < 0 or by_capacity < most then most = by_capacity end
   end
+  if most > 0 and abandon > 0 then most = math.ceil(most / math.max(staying_share(), 0.05)) end
   return most
 end
 
