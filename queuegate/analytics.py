@@ -16,26 +16,17 @@ their arrival number), so waits under a few seconds are approximate.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from importlib.resources import files
 from typing import Any
+
+from .scripts import constant, numbers
 
 __all__ = ["ACCURATE", "KEEP_MINUTES", "WAIT_BOUNDS_MS", "WaitHistogram", "summarise"]
 
-_LUA = files(__package__).joinpath("scripts", "analytics.lua").read_text(encoding="utf-8")
-
-
-def _lua_constant(name: str) -> str:
-    found = re.search(rf"^local {name} = (\{{[^}}]*\}}|[\d.]+)", _LUA, re.M)
-    assert found, f"{name} not found in analytics.lua"
-    return found.group(1)
-
-
 # The rules' constants, read from the script so they are written once.
-WAIT_BOUNDS_MS: tuple[int, ...] = tuple(int(v) for v in re.findall(r"\d+", _lua_constant("WAIT_BOUNDS")))
-KEEP_MINUTES = int(_lua_constant("KEEP_MINUTES"))
-ACCURATE = float(_lua_constant("ACCURATE"))
+WAIT_BOUNDS_MS = numbers("analytics.lua", "WAIT_BOUNDS")
+KEEP_MINUTES = int(constant("analytics.lua", "KEEP_MINUTES"))
+ACCURATE = float(constant("analytics.lua", "ACCURATE"))
 MINUTE_FIELDS = (
     *("at", "joined", "admitted", "gave_up", "wait_sum_ms", "waits"),
     *("waiting", "active", "eta_max_ms"),
