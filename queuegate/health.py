@@ -5,7 +5,9 @@ Every response the gate forwards for such a room (or, with
 the first byte, its time to the end and whether it failed (5xx or an
 exception) to a per-room tally. About once a second the tally goes to Redis in
 one call (``health.lua``), which merges the reports of all processes and runs
-the room's controller: the rule lives there, once, and no process leads.
+the room's controller: the rule lives there, once, and no process leads. The
+report also carries the ages of the requests still in flight, so a pile-up
+shows before its slowest requests finish.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Iterable
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .scripts import numbers
 from .settings import Room
 from .store import Store, StoreError
 
@@ -31,14 +35,15 @@ MEASURED_KEY = "queuegate.measured"
 
 logger = logging.getLogger("queuegate")
 
-# The latency buckets' upper bounds (ms), as health.lua has them; one more
+# The latency buckets' upper bounds (ms), read from health.lua; one more
 # bucket holds everything slower.
-BOUNDS_MS = (5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000)
+BOUNDS_MS = numbers("health.lua", "BOUNDS")
 REPORT_EVERY = 1.0  # seconds
 
 
 @dataclass(slots=True)
 class Tally:
+    started: int = 0  # requests forwarded
     responses: int = 0
     errors: int = 0
     end: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS_MS) + 1))
@@ -58,6 +63,9 @@ class HealthReports:
         self._store = store
         self.app_rooms = tuple(room for room in rooms if room.target and room.target.signal == "app")
         self._tallies: dict[Room, Tally] = {}
+        # Requests forwarded and not finished: their start and rooms.
+        self._flying: dict[int, tuple[float, tuple[Room, ...]]] = {}
+        self._keys = itertools.count()
         self._task: asyncio.Task[None] | None = None
 
     async def forward(
@@ -67,6 +75,10 @@ class HealthReports:
         start = time.perf_counter()
         first = 0.0
         status = 0
+        key = next(self._keys)
+        self._flying[key] = (start, rooms)
+        for room in rooms:
+            self._tally(room).started += 1
 
         async def timed_send(message: Message) -> None:
             nonlocal first, status
@@ -75,12 +87,18 @@ class HealthReports:
                 status = message["status"]
             await send(message)
 
+        failed = True
         try:
             await app(scope, receive, timed_send)
-        except BaseException:
-            self._add((*rooms, *scope.get(MEASURED_KEY, ())), start, first, True)
-            raise
-        self._add((*rooms, *scope.get(MEASURED_KEY, ())), start, first, status >= 500)
+            failed = status >= 500
+        finally:
+            del self._flying[key]
+            # Rooms that gating further in found count from here on; their
+            # start too, so a room's started and finished requests match.
+            later = tuple(room for room in scope.get(MEASURED_KEY, ()) if room not in rooms)
+            for room in later:
+                self._tally(room).started += 1
+            self._add((*rooms, *later), start, first, failed)
 
     def _add(self, rooms: tuple[Room, ...], start: float, first: float, failed: bool) -> None:
         if not rooms:
@@ -88,19 +106,39 @@ class HealthReports:
         end_ms = (time.perf_counter() - start) * 1000
         first_ms = (first - start) * 1000 if first else end_ms
         for room in rooms:
-            tally = self._tallies.get(room)
-            if tally is None:
-                tally = self._tallies[room] = Tally()
-            tally.add(first_ms, end_ms, failed)
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._report_forever())
+            self._tally(room).add(first_ms, end_ms, failed)
+
+    def _tally(self, room: Room) -> Tally:
+        tally = self._tallies.get(room)
+        if tally is None:
+            tally = self._tallies[room] = Tally()
+            if self._task is None:
+                self._task = asyncio.get_running_loop().create_task(self._report_forever())
+        return tally
+
+    def in_flight(self) -> dict[Room, list[int]]:
+        """The requests in flight now, by room, in buckets of their age."""
+        now = time.perf_counter()
+        out: dict[Room, list[int]] = {}
+        for start, rooms in self._flying.values():
+            bucket = bisect.bisect_left(BOUNDS_MS, (now - start) * 1000)
+            for room in rooms:
+                out.setdefault(room, [0] * (len(BOUNDS_MS) + 1))[bucket] += 1
+        return out
 
     async def report(self) -> None:
-        """Send what was measured since the last report, one call per room."""
+        """Send what was measured since the last report, one call per room
+        (with a request in flight, also a room that finished none)."""
         tallies, self._tallies = self._tallies, {}
+        flying = self.in_flight()
+        for room in flying.keys() - tallies.keys():
+            tallies[room] = Tally()
         for room, tally in tallies.items():
+            ages = flying.get(room)
             try:
-                await self._store.report(room, tally.responses, tally.errors, tally.end, tally.first_byte)
+                await self._store.report(
+                    room, tally.responses, tally.errors, tally.end, tally.first_byte, ages, tally.started
+                )
             except StoreError as exc:
                 # Lost, not retried: the controller holds without evidence.
                 logger.debug("queuegate: health report for %r lost: %s", room.name, exc)

@@ -15,7 +15,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib.resources import files
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
@@ -27,6 +26,7 @@ from .challenges import Proof
 from .connections import Client, connect, redacted
 from .farback import FarBack, View
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
+from .scripts import source
 from .settings import ConfigError, Room, check_room_setting
 
 # connect, redacted and Client live in queuegate.connections; named here too,
@@ -108,10 +108,6 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _load(name: str) -> str:
-    return files(__package__).joinpath("scripts", name).read_text(encoding="utf-8")
-
-
 class Store:
     """The rooms' state in one Redis (or cluster) under ``prefix``.
 
@@ -134,7 +130,7 @@ class Store:
         self.timeout = timeout
         self._timeout_ms = round(timeout * 1000)
         self._scripts = {
-            name: "\n".join(_load(f"{part}.lua") for part in parts) for name, parts in SCRIPTS.items()
+            name: "\n".join(source(f"{part}.lua") for part in parts) for name, parts in SCRIPTS.items()
         }
         self._shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
         self._seeded: set[str] = set()
@@ -437,15 +433,21 @@ class Store:
         errors: int,
         end_buckets: Sequence[int],
         first_byte_buckets: Sequence[int],
+        in_flight_buckets: Sequence[int] | None = None,
+        started: int | None = None,
         *,
         now: int | None = None,
     ) -> tuple[int, str]:
         """One process's measurements of the responses it forwarded for the
-        room since its last report (see health.lua); runs the room's
-        admission controller when a decision is due. Returns the controlled
-        value (rate, or capacity) and the controller's last decision."""
+        room since its last report, of the requests it has in flight by
+        their age so far, and of the requests it started (by default, as
+        many as responded; see health.lua); runs the room's admission
+        controller when a decision is due. Returns the controlled value
+        (rate, or capacity) and the controller's last decision."""
         name = room if isinstance(room, str) else room.name
         args = [str(responses), str(errors), *map(str, end_buckets), *map(str, first_byte_buckets)]
+        args += map(str, in_flight_buckets or [0] * len(end_buckets))
+        args.append(str(responses if started is None else started))
         reply = await self._call("health", room, now, *args, extra_keys=(self._base(name) + "health",))
         return int(reply[0]), _text(reply[1])
 

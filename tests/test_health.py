@@ -56,12 +56,17 @@ class Plant:
         self.error_share = 0.0
 
     def second(self, rate: float) -> tuple[int, int, float]:
+        load, errors, p95, _ = self.step(rate)
+        return load, errors, p95
+
+    def step(self, rate: float) -> tuple[int, int, float, int]:
+        """(completed, errors among them, p95 ms, started) this second."""
         self.admitted.append(rate)
         load = sum(self.admitted) * REQUESTS / VISIT
         busy = load / self.capacity
         p95 = 5000.0 if busy >= 0.98 else min(5000.0, 50 / (1 - busy))
         done = min(load, self.capacity)  # what it completes: never more than it can
-        return round(done), round(done * self.error_share), p95
+        return round(done), round(done * self.error_share), p95, round(load)
 
 
 async def run(
@@ -72,9 +77,12 @@ async def run(
     for second in range(start, start + seconds):
         now = T0 + second * 1000
         rate = (await store.stats(the_room, now=now))["rate"]
-        load, errors, p95 = plant.second(rate)
-        if load:
-            await store.report(the_room, load, errors, buckets(load, p95), buckets(load, p95 / 2), now=now)
+        assert rate == int(rate), rate  # whole visitors: the line takes no fractions
+        done, errors, p95, started = plant.step(rate)
+        if done:
+            await store.report(
+                the_room, done, errors, buckets(done, p95), buckets(done, p95 / 2), None, started, now=now
+            )
         trace.append((rate, p95))
     return trace
 
@@ -130,6 +138,50 @@ async def test_it_backs_off_on_an_error_burst(store: Store) -> None:
     assert trace[-1][0] < 15
     stats = await store.stats(the_room, now=T0 + 30_000)
     assert stats["health_changed"].startswith("cut: error rate")
+
+
+async def test_requests_in_flight_count_at_their_age(store: Store) -> None:
+    """A pile-up shows at the next look, before its slow requests finish."""
+    the_room = room(rate=20)
+    await fill_line(store, the_room)
+    stuck = buckets(30, 1500)  # 30 requests 1.5 s old and counting
+    await store.report(the_room, 10, 0, buckets(10, 50), buckets(10, 50), stuck, 40, now=T0)
+    stats = await store.stats(the_room, now=T0)
+    assert stats["p95_ms"] >= 1000, stats
+    assert stats["rate"] < 20
+    assert stats["health_changed"].startswith("cut: p95")
+
+
+async def test_the_figures_cover_the_last_seconds_only(store: Store) -> None:
+    """A second of slow responses before traffic fell does not outvote the
+    few fast ones after it (a faded histogram weighed by count would)."""
+    the_room = room(rate=20)
+    await fill_line(store, the_room)
+    await store.configure(the_room, rate=20, now=T0)  # pinned: the figures alone
+    await store.report(the_room, 200, 0, buckets(200, 1000), buckets(200, 1000), now=T0)
+    assert (await store.stats(the_room, now=T0))["p95_ms"] >= 900
+    await store.report(the_room, 5, 0, buckets(5, 50), buckets(5, 50), now=T0 + 1000)
+    assert (await store.stats(the_room, now=T0 + 1000))["p95_ms"] >= 900  # the last 1-2 s
+    await store.report(the_room, 5, 0, buckets(5, 50), buckets(5, 50), now=T0 + 2000)
+    assert (await store.stats(the_room, now=T0 + 2000))["p95_ms"] < 100
+
+
+async def test_a_cut_starts_from_what_the_app_keeps_up_with(store: Store) -> None:
+    """Admitting four times what the app completes: the cut goes below what
+    it completes (so the queue drains), not to a share of the rate that
+    overloaded it."""
+    the_room = room(rate=20)
+    await fill_line(store, the_room)
+    # p95 just over the 300 ms target (g ~ 0.95); a quarter of what started
+    # completed.
+    await store.report(the_room, 10, 0, buckets(10, 320), buckets(10, 100), None, 40, now=T0)
+    stats = await store.stats(the_room, now=T0)
+    assert stats["rate"] == 3, stats  # 0.7 (at least CUBIC's cut) x 20 x 10/40
+    # The same where the app keeps up: a cut by 0.7.
+    fresh = Room("plant2", paths=["/q"], rate=20, per=1.0, abandon=3600.0, target=the_room.target)
+    await fill_line(store, fresh)
+    await store.report(fresh, 10, 0, buckets(10, 320), buckets(10, 100), None, 10, now=T0)
+    assert (await store.stats(fresh, now=T0))["rate"] == 14
 
 
 async def test_no_signal_no_change(store: Store) -> None:
@@ -263,7 +315,7 @@ def test_end_to_end_a_slower_endpoint_slows_admissions(redis_url: str) -> None:
         after = asyncio.run(traffic(base, 20))
         took = time.monotonic() - started
     assert before[-1] >= 40
-    assert min(after) < 40, after  # cut within 20 s (INTERVAL 2 s, the faded p95 crossing 100 ms)
+    assert min(after) < 40, after  # cut within 20 s (a look a second, on the last 1-2 s)
     assert took < 40
 
 
@@ -293,5 +345,6 @@ async def test_routes_gated_by_a_fastapi_dependency_are_measured(redis_url: str)
         tallies = gate.health._tallies
         assert list(tallies) == [shop]
         assert tallies[shop].responses == 1  # /buy, not /other
+        assert tallies[shop].started == 1  # counted as started too, for what the app keeps up with
     finally:
         await gate.aclose()

@@ -4,47 +4,55 @@
 -- traffic; whichever report comes when a decision is due makes it, so there
 -- is no leader, and a process that stops reporting only stops adding data.
 --
--- KEYS[6] qg:{room}:health  hash: the room's measurements, faded over time
---         (n, err, e1..eB, f1..fB, at) and the controller's state
+-- KEYS[6] qg:{room}:health  hash: the room's measurements in two windows
+--         (n, err, e1..eB, f1..fB, ok, st; the window before: p-prefixed)
+--         and the controller's state
 -- ARGV[4] responses, ARGV[5] errors among them (5xx, exceptions)
 -- ARGV[6 .. 5+B]     responses per latency bucket, time to the response's end
 -- ARGV[6+B .. 5+2B]  the same, time to the response's first byte
+-- ARGV[6+2B .. 5+3B] requests still in flight, by their age so far
 --                    (buckets: BOUNDS below, in ms; the last one: slower)
+-- ARGV[6+3B]         requests started (forwarded) since the last report
 --
 -- The law (the README explains the choice): the gradient of Netflix's
 -- concurrency-limits (Gradient2) and Envoy's adaptive concurrency filter,
 -- against a latency target instead of a measured baseline, applied the way
--- TCP applies its window: at most one decrease per round trip, increases
--- only after the last change has shown, fast while far from trouble (slow
--- start) and slowly near where the app last overloaded (as CUBIC plateaus
--- near its last maximum), and cuts that start from what the app actually
--- served while overloaded (BBR's delivery rate). The round trip is the
--- room's `settle`: a visitor admitted now makes requests for a while. The
--- measurements fade over TAU and start again at each change.
+-- TCP applies its window: a multiplicative cut at most once per round trip,
+-- increases only after the last change has shown, fast while far from
+-- trouble (slow start, up to where the app last overloaded) and in growing
+-- steps past it (as BBR and CUBIC probe), and cuts that start from what the
+-- app actually keeps up with (BBR's delivery rate). The round trip is the
+-- room's `settle`: a visitor admitted now makes requests for a while.
 --
--- Every INTERVAL the figures are brought up to date; the value changes only
+-- Measurements: the last one to two windows of WINDOW (a sliding window);
+-- requests still in flight count at their age so far for the look they are
+-- reported in; every window starts again at a change.
+--
+-- About every INTERVAL a report finds a look due; the value changes only
 -- with enough responses measured (MIN_SAMPLES), the line moving (open or
 -- queue_all) and the operator not pinning it:
 --   g = clamp(target / p95, MIN_GRADIENT, 1), lowered further, to the same
 --       floor, in proportion when the error rate is over its maximum;
---   g < 1, `settle` after the last cut, unless, within 3 x settle of it, the
---       p95 is still falling (by a twentieth since the last look) or the app
---       serves a tenth more than the value (either way what queued before is
---       draining):
---         value = g x min(value, served), where `served` is what the app
---         serves now, in visitors: its responses a second since the last
---         change over the responses per admitted visitor (both faded over
---         TAU_LONG) (BBR's delivery rate: the cut drains the queue);
---       at least 1 less, never under the floor; `served` is remembered;
+--   `serving` = value x successful responses / requests started, in the
+--       windows: what the app keeps up with, in the value's units;
+--   g < 1 and the p95 falling by a twentieth since the last look, within
+--       3 x settle of a cut: hold (what queued before the cut drains);
+--   g < 1, `settle` after the last cut:
+--         value = min(g, BETA) x min(value, serving), at least 1 less,
+--         never under the floor; `served` (where the app overloaded) is
+--         that base, the most of one episode of cuts;
+--   g < 1, inside the round trip, the p95 still rising by a tenth a look
+--       a third of it after the cut: down to 0.9 x serving, if above it
+--       (the round trip still counts from the cut);
 --   g = 1, p95 under HEADROOM x target, visitors waiting (the value is what
---       holds them back), `settle` after the last change (half of it in slow
---       start):
---         below 0.9 x the remembered `served`: back there, at most doubling;
---         nothing remembered and p95 under half the target, or not an
---         eighth above where the last raise found it: x 1.5 (slow start,
---         HyStart's exit rule); nothing remembered: + sqrt(value); else + 1
---         (probing past the last overload); passing `served` forgets it
---         (the app got faster); never above the ceiling.
+--       holds them back), `settle` after the last change (half of it while
+--       the p95 is under half the target):
+--         p95 under half the target and the value under `served`: x 1.5,
+--         up to 0.9 x `served` (slow start to its threshold, left on the
+--         latency as HyStart leaves it); else + probe, the probe 1, 2, 4... each
+--         raise since the last cut, at most a quarter of the value;
+--         passing `served` forgets it (the app got faster); never above
+--         the ceiling.
 --   Otherwise the value holds: no evidence, no change.
 -- The value is the room's rate (visitors per interval) or, in a room without
 -- a rate, its capacity; it is written where `configure` writes it, so the
@@ -52,55 +60,68 @@
 --
 -- Returns {value, reason}: the controlled value now, and the last decision.
 
-local BOUNDS = {5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000}
+-- Steps of a fifth or less from 100 ms to 1 s, where targets are: the
+-- quantile falls in a bucket this narrow (read linearly within it).
+local BOUNDS = {5, 10, 20, 30, 40, 50, 65, 80, 100, 120, 140, 160, 180, 200, 240, 280, 320, 360, 400, 450,
+  500, 550, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 2000, 2500, 3000, 4000, 5000, 7500, 10000}
 local B = #BOUNDS + 1
-local TAU = 2500        -- ms: measurements fade with this time constant
-local TAU_LONG = 60000  -- ms: responses per admitted visitor fade with this one
 local INTERVAL = 1000   -- ms between looks at the figures
-local MIN_SAMPLES = 5   -- fewer (faded) responses than this is no evidence
-local HEADROOM = 0.9    -- raise only while the p95 is under this share of the target
+local MIN_SAMPLES = 3   -- fewer responses than this in the window is no evidence
+local HEADROOM = 0.8    -- raise only while the p95 is under this share of the target
+local BETA = 0.7        -- a cut is at least to this share (CUBIC's)
 local MIN_GRADIENT = 0.25 -- the deepest single cut: to a quarter
+local WINDOW = 1000     -- ms: figures cover the last one to two of these
 
 advance()
 
 local h = KEYS[6]
-local fields = {'at', 'n', 'err'}
+-- The measurements are counted in windows of WINDOW: the current one and
+-- the one before it, so every figure covers the last one to two windows (a
+-- sliding window, as Hystrix and Envoy keep theirs). A window weighs what
+-- happened in it, not how many responses it had: after a drop in traffic
+-- the slow responses of before it do not outvote the fast ones after.
+-- n responses, err errors, e and f the latency buckets, ok successful
+-- responses and st requests started: the app keeps up while ok ~ st.
+local fields = {'n', 'err'}
 for i = 1, B do fields[#fields + 1] = 'e' .. i end
 for i = 1, B do fields[#fields + 1] = 'f' .. i end
-local got = redis.call('HMGET', h, unpack(fields))
-local fade = 1
-if got[1] then fade = math.exp(-math.max(0, now - tonumber(got[1])) / TAU) end
-local value_of = {}
-local write = {'at', now}
-for i = 2, #fields do
-  local v = (tonumber(got[i]) or 0) * fade + (tonumber(ARGV[i + 2]) or 0)
-  value_of[i] = v
-  write[#write + 1] = fields[i]
-  write[#write + 1] = string.format('%.4f', v)
+fields[#fields + 1] = 'ok'
+fields[#fields + 1] = 'st'
+local F = #fields
+local incoming = {}
+for i = 1, F - 2 do incoming[i] = tonumber(ARGV[3 + i]) or 0 end
+incoming[F - 1] = math.max(0, incoming[1] - incoming[2])
+incoming[F] = tonumber(ARGV[6 + 3 * B]) or 0
+local asked = {'at', 'since', 'since_before'}
+for i = 1, F do asked[#asked + 1] = fields[i] end
+for i = 1, F do asked[#asked + 1] = 'p' .. fields[i] end
+local got = redis.call('HMGET', h, unpack(asked))
+local since = tonumber(got[2]) or now
+local since_before = tonumber(got[3]) or since
+local current, before = {}, {}
+for i = 1, F do
+  current[i] = tonumber(got[3 + i]) or 0
+  before[i] = tonumber(got[3 + F + i]) or 0
 end
--- Responses per admitted visitor, from both counts faded over a minute
--- (long enough that the time between an admission and its requests
--- averages out): it turns the responses the app completes into the
--- visitors it serves.
-local admitted = tonumber(redis.call('HGET', KEYS[5], 'admitted')) or 0
-local long = redis.call('HMGET', h, 'n_long', 'adm_long', 'adm_seen', 'raw', 'since')
-local fade_long = 1
-if got[1] then fade_long = math.exp(-math.max(0, now - tonumber(got[1])) / TAU_LONG) end
-local n_long = (tonumber(long[1]) or 0) * fade_long + (tonumber(ARGV[4]) or 0)
-local adm_long = (tonumber(long[2]) or 0) * fade_long + math.max(0, admitted - (tonumber(long[3]) or admitted))
-local rpv = nil
-if adm_long >= 1 then rpv = n_long / adm_long end
--- Responses since the last change, not faded: the rate the app completes.
-local raw = (tonumber(long[4]) or 0) + (tonumber(ARGV[4]) or 0)
-local since = tonumber(long[5]) or now
-for _, pair in ipairs({{'n_long', string.format('%.4f', n_long)}, {'adm_long', string.format('%.4f', adm_long)},
-    {'adm_seen', admitted}, {'raw', raw}, {'since', since}}) do
-  write[#write + 1] = pair[1]
-  write[#write + 1] = pair[2]
+if now - since >= WINDOW then
+  before, current, since_before, since = current, {}, since, now
+  for i = 1, F do current[i] = 0 end
+end
+-- value_of[2] responses, [3] errors, [4 ..] end buckets, [4 + B ..] first
+-- byte buckets, [F] successful, [F + 1] started: both windows together.
+local value_of = {}
+local write = {'at', now, 'since', since, 'since_before', since_before}
+for i = 1, F do
+  current[i] = current[i] + incoming[i]
+  value_of[1 + i] = current[i] + before[i]
+  write[#write + 1] = fields[i]
+  write[#write + 1] = current[i]
+  write[#write + 1] = 'p' .. fields[i]
+  write[#write + 1] = before[i]
 end
 redis.call('HSET', h, unpack(write))
 
--- The q-quantile of a faded histogram whose first bucket is value_of[first]:
+-- The q-quantile of a histogram whose first bucket is value_of[first]:
 -- linear within the bucket it falls in (the last bucket reads as 2x its start).
 local function quantile(first, q)
   local total = 0
@@ -122,12 +143,24 @@ end
 local field, value = 'capacity', capacity
 if rate > 0 then field, value = 'rate', rate end
 local control = redis.call('HMGET', h, 'adapt_at', 'changed_at', 'reason', 'cut_at', 'served', 'p95_ms',
-  'raise_p95')
+  'changed')
 local reason = control[3] or ''
 
-if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
+-- Processes report about every INTERVAL; a look is due a little before,
+-- so that report timing's jitter does not skip every other one.
+if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
+  -- Requests still in flight count at their age so far, which their
+  -- latency is at least (censored samples): a pile-up shows now, not when
+  -- its slowest requests finish. They are this look's alone: the reporting
+  -- process's snapshot, never added to the windows.
+  local completed = {}
+  for i = 1, B do
+    completed[i] = value_of[3 + i]
+    value_of[3 + i] = completed[i] + (tonumber(ARGV[5 + 2 * B + i]) or 0)
+  end
   local n = value_of[2]
   local p95 = quantile(4, 0.95)
+  for i = 1, B do value_of[3 + i] = completed[i] end
   local first_p95 = quantile(4 + B, 0.95)
   local errors = 0
   if n > 0 then errors = value_of[3] / n end
@@ -154,15 +187,17 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
     -- `served`: what the app serves when it is overloaded (in the room's
     -- units: visitors per interval), remembered from the last cut.
     local served = tonumber(control[5])
-    -- What the app completes now, in visitors (BBR's delivery rate): while
-    -- a queue stands, this is what it can serve.
+    -- What the app keeps up with now, in the value's units (BBR's
+    -- delivery rate): the value in the proportion of the requests started
+    -- that it completed, successfully, in the same windows. While a queue
+    -- grows, this is less than the value.
     local serving = nil
-    if field == 'rate' and rpv and rpv > 0 then
-      serving = raw / math.max(1, (now - since) / 1000) / rpv * (per / 1000)
+    if value_of[F + 1] >= MIN_SAMPLES then
+      serving = value * math.min(1, value_of[F] / value_of[F + 1])
     end
     local since_cut = now - (tonumber(control[4]) or 0)
-    -- Only while the last change was that cut (a raise since ends it).
-    local after_cut = control[4] and tonumber(control[4]) >= (tonumber(control[2]) or 0)
+    -- Only while the last change was a cut (a raise since ends it).
+    local after_cut = control[4] and string.sub(control[7] or '', 1, 4) == 'cut:'
       and since_cut < 3 * settle
     local falling = after_cut and control[6] and p95 < 0.95 * tonumber(control[6])
     if g < 1 and falling then
@@ -170,11 +205,24 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
       -- before the cut is draining. Another cut now would overshoot (TIMELY
       -- and Vegas read the latency's trend for the same reason).
       reason = 'hold: ' .. why .. ', and falling'
-    elseif g < 1 and after_cut and serving and serving >= 1.1 * value then
-      -- Admitting less than the app serves: the queue is draining.
-      reason = 'hold: ' .. why .. ', draining (admitting less than the app serves)'
     elseif g < 1 then
-      if since_cut >= settle then
+      -- A second cut inside the round trip only while the p95 still rises
+      -- by a tenth a look a third of it after the last one (the queue still
+      -- grows: TIMELY's rule, a rising delay means too much is sent).
+      local rising = control[6] and p95 > 1.1 * tonumber(control[6]) and since_cut >= settle / 3
+      if rising and not (since_cut >= settle) then
+        -- Inside the round trip the gradient would count the backlog
+        -- twice: the second cut only brings admissions down to what the
+        -- app completes (BBR's drain), if they are above it.
+        if serving and value > math.max(adapt_floor, math.floor(0.9 * serving)) then
+          new = math.max(adapt_floor, math.floor(0.9 * serving))
+          -- The round trip still counts from the cut.
+          reason = 'cut: ' .. why .. ', to what the app completes'
+        else
+          reason = 'hold: ' .. why .. ', the last cut is still showing'
+        end
+      elseif since_cut >= settle then
+        local was = served
         served = value
         if serving and serving < value then
           -- Admitting more than the app serves: a queue is growing. The cut
@@ -182,10 +230,17 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
           -- it, so the queue drains (BBR's drain).
           served = serving
         end
-        new = math.max(adapt_floor, math.min(value - 1, math.floor(g * served)))
+        -- At least by BETA, as CUBIC cuts its window: a cut to where the
+        -- app just keeps up leaves the queue it built standing.
+        new = math.max(adapt_floor, math.min(value - 1, math.floor(math.min(g, BETA) * served)))
+        -- What it served stays the most measured in one episode of
+        -- overload (BBR keeps the maximum delivery rate over a few round
+        -- trips): a later cut, made while the backlog drains, measures the
+        -- cut's low rate, not what the app can do.
+        if after_cut and was then served = math.max(served, was) end
         reason = 'cut: ' .. why
         redis.call('HSET', h, 'cut_at', now, 'served', served)
-        redis.call('HDEL', h, 'raise_p95')
+        redis.call('HDEL', h, 'probe')
       else
         reason = 'hold: ' .. why .. ', the last cut is still showing'
       end
@@ -194,28 +249,29 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
     elseif redis.call('ZCARD', KEYS[2]) == 0 then
       reason = 'hold: healthy, nobody waiting'
     elseif now - (tonumber(control[2]) or 0) < settle / 2
-        or (now - (tonumber(control[2]) or 0) < settle and served) then
-      -- Far under the target with nothing remembered, half the round
-      -- trip shows enough; otherwise a whole one.
+        or (now - (tonumber(control[2]) or 0) < settle and p95 >= target_ms / 2) then
+      -- Far under the target, half the round trip shows enough; otherwise
+      -- a whole one.
       reason = 'hold: healthy, the last change is still showing'
     else
-      if served and value < math.floor(0.9 * served) then
-        new = math.min(math.floor(0.9 * served), math.max(value + 1, 2 * value))
-        reason = 'raise: back toward 0.9 x what the app served when overloaded'
-      elseif not served and (p95 < target_ms / 2 or (control[7] and p95 <= 1.125 * tonumber(control[7]))) then
-        -- Slow start while far under the target, or while raising has not
-        -- moved the latency (HyStart leaves slow start when the round trip
-        -- grows by an eighth).
+      if p95 < target_ms / 2 and not (served and value >= served) then
+        -- Slow start while far under the target and under where the app
+        -- last overloaded (TCP's slow start up to its threshold, left early
+        -- as HyStart leaves it: on the latency, before the loss).
         new = math.max(value + 1, math.floor(value * 1.5))
+        if served then new = math.max(value + 1, math.min(new, math.floor(0.9 * served))) end
         reason = 'raise: far under the target, visitors waiting'
       else
-        new = value + 1
-        if not served then new = value + math.max(1, math.floor(math.sqrt(value))) end
+        -- Probing: +1, then +2, +4... each round trip without a cut, at
+        -- most a quarter of the value (as BBR probes up by a quarter, and
+        -- CUBIC leaves its plateau slowly, then faster).
+        local probe = tonumber(redis.call('HGET', h, 'probe')) or 1
+        new = value + math.min(probe, math.max(1, math.floor(value / 4)))
+        redis.call('HSET', h, 'probe', 2 * probe)
         reason = 'raise: under the target, visitors waiting'
       end
       if adapt_ceiling > 0 then new = math.min(new, adapt_ceiling) end
       if new == value then reason = 'hold: at the ceiling' end
-      redis.call('HSET', h, 'raise_p95', p95)
       -- Healthy past what it served when overloaded: the app got faster.
       if served and new > served then redis.call('HDEL', h, 'served') end
     end
@@ -224,11 +280,11 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= INTERVAL then
     -- What comes next is judged on what the app does after the change: the
     -- measurements start again (a trickle after a cut would otherwise be
     -- read through the slow responses of before it).
-    local fresh = {'n', 0, 'err', 0, 'raw', 0, 'since', now}
-    for i = 1, B do
-      fresh[#fresh + 1] = 'e' .. i
+    local fresh = {}
+    for i = 1, F do
+      fresh[#fresh + 1] = fields[i]
       fresh[#fresh + 1] = 0
-      fresh[#fresh + 1] = 'f' .. i
+      fresh[#fresh + 1] = 'p' .. fields[i]
       fresh[#fresh + 1] = 0
     end
     redis.call('HSET', h, unpack(fresh))
