@@ -5,7 +5,7 @@
 -- is no leader, and a process that stops reporting only stops adding data.
 --
 -- KEYS[6] qg:{room}:health  hash: the room's measurements in two windows
---         (n, err, e1..eB, f1..fB, ok, st; the window before: p-prefixed)
+--         (n, err, e1..eB, f1..fB, st; the window before: p-prefixed)
 --         and the controller's state
 -- ARGV[4] responses, ARGV[5] errors among them (5xx, exceptions)
 -- ARGV[6 .. 5+B]     responses per latency bucket, time to the response's end
@@ -80,17 +80,15 @@ local h = KEYS[6]
 -- sliding window, as Hystrix and Envoy keep theirs). A window weighs what
 -- happened in it, not how many responses it had: after a drop in traffic
 -- the slow responses of before it do not outvote the fast ones after.
--- n responses, err errors, e and f the latency buckets, ok successful
--- responses and st requests started: the app keeps up while ok ~ st.
+-- n responses, err errors, e and f the latency buckets, st requests
+-- started: the app keeps up while n - err ~ st.
 local fields = {'n', 'err'}
 for i = 1, B do fields[#fields + 1] = 'e' .. i end
 for i = 1, B do fields[#fields + 1] = 'f' .. i end
-fields[#fields + 1] = 'ok'
 fields[#fields + 1] = 'st'
 local F = #fields
 local incoming = {}
-for i = 1, F - 2 do incoming[i] = tonumber(ARGV[3 + i]) or 0 end
-incoming[F - 1] = math.max(0, incoming[1] - incoming[2])
+for i = 1, F - 1 do incoming[i] = tonumber(ARGV[3 + i]) or 0 end
 incoming[F] = tonumber(ARGV[6 + 3 * B]) or 0
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -108,7 +106,7 @@ if now - since >= WINDOW then
   for i = 1, F do current[i] = 0 end
 end
 -- value_of[2] responses, [3] errors, [4 ..] end buckets, [4 + B ..] first
--- byte buckets, [F] successful, [F + 1] started: both windows together.
+-- byte buckets, [F + 1] started: both windows together.
 local value_of = {}
 local write = {'at', now, 'since', since, 'since_before', since_before}
 for i = 1, F do
@@ -193,7 +191,7 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
     -- grows, this is less than the value.
     local serving = nil
     if value_of[F + 1] >= MIN_SAMPLES then
-      serving = value * math.min(1, value_of[F] / value_of[F + 1])
+      serving = value * math.min(1, (value_of[2] - value_of[3]) / value_of[F + 1])
     end
     local since_cut = now - (tonumber(control[4]) or 0)
     -- Only while the last change was a cut (a raise since ends it).
