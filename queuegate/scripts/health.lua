@@ -18,9 +18,10 @@
 -- concurrency-limits (Gradient2) and Envoy's adaptive concurrency filter,
 -- against a latency target instead of a measured baseline, applied the way
 -- TCP applies its window: a multiplicative cut at most once per round trip,
--- increases only after the last change has shown, fast while far from
--- trouble (slow start, up to where the app last overloaded) and in growing
--- steps past it (as BBR and CUBIC probe), and cuts that start from what the
+-- increases only after the last change has shown, sized by the same
+-- gradient the other way (Envoy's, clamped to 2: TCP's slow start while
+-- far from trouble, up to where the app last overloaded; small probes near
+-- the target), and cuts that start from what the
 -- app actually keeps up with (BBR's delivery rate). The round trip is the
 -- room's `settle`: a visitor admitted now makes requests for a while.
 --
@@ -47,10 +48,11 @@
 --   g = 1, p95 under HEADROOM x target, visitors waiting (the value is what
 --       holds them back), `settle` after the last change (half of it while
 --       the p95 is under half the target):
---         p95 under half the target and the value under `served`: x 1.5,
---         up to 0.9 x `served` (slow start to its threshold, left on the
---         latency as HyStart leaves it); else + probe, the probe 1, 2, 4... each
---         raise since the last cut, at most a quarter of the value;
+--         value x clamp(load at HEADROOM x target / load now, 1,
+--         MAX_RAISE), the loads read from the p95 against the base latency
+--         (see raise_by), at least 1 more; from under 0.9 x `served`, only
+--         up to there (slow start
+--         to its threshold, left on the latency as HyStart leaves it);
 --         passing `served` forgets it (the app got faster); never above
 --         the ceiling.
 --   Otherwise the value holds: no evidence, no change.
@@ -70,6 +72,8 @@ local MIN_SAMPLES = 3   -- fewer responses than this in the window is no evidenc
 local HEADROOM = 0.8    -- raise only while the p95 is under this share of the target
 local BETA = 0.7        -- a cut is at least to this share (CUBIC's)
 local MIN_GRADIENT = 0.25 -- the deepest single cut: to a quarter
+local MAX_RAISE = 2      -- the biggest single raise: to twice
+local BASE_WINDOW = 30000 -- ms: the base latency is the least p95 of the last one to two
 local WINDOW = 1000     -- ms: figures cover the last one to two of these
 
 advance()
@@ -141,8 +145,21 @@ end
 local field, value = 'capacity', capacity
 if rate > 0 then field, value = 'rate', rate end
 local control = redis.call('HMGET', h, 'adapt_at', 'changed_at', 'reason', 'cut_at', 'served', 'p95_ms',
-  'changed')
+  'changed', 'base', 'base_p', 'base_since')
 local reason = control[3] or ''
+
+-- How much more the app takes, from its latency: a queue's latency is its
+-- base (unloaded) latency over 1 - load, so the load now is 1 - base / p95
+-- and the load at HEADROOM x target is 1 - base / (HEADROOM x target); the
+-- value may grow by their ratio, MAX_RAISE at most (Envoy's gradient
+-- against its minimum round trip, clamped to 2, read as a queue's load so
+-- that steps shrink near the knee, where latency climbs fastest).
+local function raise_by(p95, base)
+  local room_at = 1 - base / (HEADROOM * target_ms)
+  if room_at <= 0 then return 1 end
+  local load = math.max(0.05, 1 - base / math.max(p95, 1))
+  return math.max(1, math.min(MAX_RAISE, room_at / load))
+end
 
 -- Processes report about every INTERVAL; a look is due a little before,
 -- so that report timing's jitter does not skip every other one.
@@ -162,6 +179,19 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
   local first_p95 = quantile(4 + B, 0.95)
   local errors = 0
   if n > 0 then errors = value_of[3] / n end
+  -- The base latency: the lowest p95 of the last one to two BASE_WINDOWs
+  -- (Envoy re-measures its minimum round trip now and then for the same
+  -- reason: an app that got slower for good has a new base).
+  local base_now, base_before = tonumber(control[8]), tonumber(control[9])
+  if n >= MIN_SAMPLES and p95 > 0 then
+    if now - (tonumber(control[10]) or 0) >= BASE_WINDOW then
+      base_before, base_now = base_now, nil
+      redis.call('HSET', h, 'base_since', now)
+    end
+    base_now = math.min(base_now or p95, p95)
+    redis.call('HSET', h, 'base', base_now, 'base_p', base_before or base_now)
+  end
+  local base = math.min(base_now or p95, base_before or p95)
   local new = value
   local pinned = redis.call('HGET', KEYS[5], 'pinned')
   if pinned then
@@ -238,7 +268,6 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
         if after_cut and was then served = math.max(served, was) end
         reason = 'cut: ' .. why
         redis.call('HSET', h, 'cut_at', now, 'served', served)
-        redis.call('HDEL', h, 'probe')
       else
         reason = 'hold: ' .. why .. ', the last cut is still showing'
       end
@@ -252,20 +281,17 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       -- a whole one.
       reason = 'hold: healthy, the last change is still showing'
     else
-      if p95 < target_ms / 2 and not (served and value >= served) then
-        -- Slow start while far under the target and under where the app
-        -- last overloaded (TCP's slow start up to its threshold, left early
-        -- as HyStart leaves it: on the latency, before the loss).
-        new = math.max(value + 1, math.floor(value * 1.5))
-        if served then new = math.max(value + 1, math.min(new, math.floor(0.9 * served))) end
+      -- The step the latency leaves room for, x2 at most (TCP's slow
+      -- start), +1 at least; near the target a step is a probe. From under
+      -- 0.9 of where the app last overloaded, only up to there (slow start
+      -- to its threshold, left on the latency as HyStart leaves it); from
+      -- there on, the gradient alone says how far.
+      new = math.max(value + 1, math.floor(value * raise_by(p95, base)))
+      local threshold = served and math.floor(0.9 * served)
+      if threshold and value < threshold then new = math.min(new, threshold) end
+      if p95 < target_ms / 2 then
         reason = 'raise: far under the target, visitors waiting'
       else
-        -- Probing: +1, then +2, +4... each round trip without a cut, at
-        -- most a quarter of the value (as BBR probes up by a quarter, and
-        -- CUBIC leaves its plateau slowly, then faster).
-        local probe = tonumber(redis.call('HGET', h, 'probe')) or 1
-        new = value + math.min(probe, math.max(1, math.floor(value / 4)))
-        redis.call('HSET', h, 'probe', 2 * probe)
         reason = 'raise: under the target, visitors waiting'
       end
       if adapt_ceiling > 0 then new = math.min(new, adapt_ceiling) end
