@@ -18,12 +18,13 @@
 -- concurrency-limits (Gradient2) and Envoy's adaptive concurrency filter,
 -- against a latency target instead of a measured baseline, applied the way
 -- TCP applies its window: a multiplicative cut at most once per round trip,
--- increases only after the last change has shown, sized by the same
--- gradient the other way (Envoy's, clamped to 2: TCP's slow start while
--- far from trouble, up to where the app last overloaded; small probes near
--- the target), and cuts that start from what the
--- app actually keeps up with (BBR's delivery rate). The round trip is the
--- room's `settle`: a visitor admitted now makes requests for a while.
+-- increases only after the last change has shown, sized by the load the
+-- latency shows against its base (Envoy's gradient against its minimum
+-- round trip, clamped to 2: TCP's slow start far from trouble, up to where
+-- the app last overloaded; probes near the target), and cuts that start
+-- from what the app actually keeps up with (BBR's delivery rate). The
+-- round trip is the room's `settle`: a visitor admitted now makes requests
+-- for a while.
 --
 -- Measurements: the last one to two windows of WINDOW (a sliding window);
 -- requests still in flight count at their age so far for the look they are
@@ -51,8 +52,8 @@
 --         value x clamp(load at HEADROOM x target / load now, 1,
 --         MAX_RAISE), the loads read from the p95 against the base latency
 --         (see raise_by), at least 1 more; from under 0.9 x `served`, only
---         up to there (slow start
---         to its threshold, left on the latency as HyStart leaves it);
+--         up to there (slow start to its threshold, left on the latency as
+--         HyStart leaves it);
 --         passing `served` forgets it (the app got faster); never above
 --         the ceiling.
 --   Otherwise the value holds: no evidence, no change.
