@@ -53,7 +53,7 @@
 --         MAX_RAISE), the loads read from the p95 against the base latency
 --         (see raise_by), at least 1 more; from under 0.9 x `served`, only
 --         up to there (slow start to its threshold, left on the latency as
---         HyStart leaves it);
+--         HyStart leaves it); from there to `served`, x PROBE at most;
 --         passing `served` forgets it (the app got faster); never above
 --         the ceiling.
 --   Otherwise the value holds: no evidence, no change.
@@ -74,6 +74,7 @@ local HEADROOM = 0.8    -- raise only while the p95 is under this share of the t
 local BETA = 0.7        -- a cut is at least to this share (CUBIC's)
 local MIN_GRADIENT = 0.25 -- the deepest single cut: to a quarter
 local MAX_RAISE = 2      -- the biggest single raise: to twice
+local PROBE = 1.25      -- the biggest raise near where the app last overloaded
 local BASE_WINDOW = 30000 -- ms: the base latency is the least p95 of the last one to two
 local WINDOW = 1000     -- ms: figures cover the last one to two of these
 
@@ -285,11 +286,17 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       -- The step the latency leaves room for, x2 at most (TCP's slow
       -- start), +1 at least; near the target a step is a probe. From under
       -- 0.9 of where the app last overloaded, only up to there (slow start
-      -- to its threshold, left on the latency as HyStart leaves it); from
-      -- there on, the gradient alone says how far.
+      -- to its threshold, left on the latency as HyStart leaves it).
       new = math.max(value + 1, math.floor(value * raise_by(p95, base)))
       local threshold = served and math.floor(0.9 * served)
-      if threshold and value < threshold then new = math.min(new, threshold) end
+      if threshold and value < threshold then
+        new = math.min(new, threshold)
+      elseif served then
+        -- Between there and where it overloaded, a probe: a quarter more at
+        -- most (BBR's), for a latency that stays flat until the knee (a
+        -- pool of workers) says nothing of the room left.
+        new = math.min(new, math.max(value + 1, math.floor(value * PROBE)))
+      end
       if p95 < target_ms / 2 then
         reason = 'raise: far under the target, visitors waiting'
       else
