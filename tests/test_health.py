@@ -129,10 +129,10 @@ async def test_it_backs_off_when_latency_steps_up(store: Store) -> None:
     assert settled <= 30, trace
 
 
-async def test_it_climbs_fast_far_from_the_knee_and_slowly_near_it(store: Store) -> None:
-    """The app gets four times faster: the rate finds the new level in a few
-    steps (big while the latency says the load is low), without running
-    past it (the steps shrink near the knee, where latency climbs fastest)."""
+async def test_it_climbs_when_the_app_gets_faster_without_running_away(store: Store) -> None:
+    """The app gets four times faster after an overload: the rate climbs to
+    the new level (latency-sized steps up to 0.9 of the last overload,
+    probes of a quarter at most past it), never into runaway."""
     the_room = room(rate=8)
     await fill_line(store, the_room)
     plant = Plant(capacity=40)  # 8 visitors/s keep p95 under 300 ms
@@ -140,7 +140,7 @@ async def test_it_climbs_fast_far_from_the_knee_and_slowly_near_it(store: Store)
     plant.capacity = 160  # now up to 33 a second
     trace = await run(store, the_room, plant, 40, 40)
     rates = [rate for rate, _ in trace]
-    assert max(rates[:15]) >= 26, rates  # 0.8 of the new level within 15 s
+    assert max(rates[:25]) >= 26, rates  # 0.8 of the new level within 25 s
     assert max(rates) <= 39, rates  # never into runaway (at 40 a second the plant is full)
     above = sum(p95 > 300 for _, p95 in trace) / len(trace)
     assert above <= 0.15, (above, trace)

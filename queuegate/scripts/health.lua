@@ -53,9 +53,9 @@
 --         MAX_RAISE), the loads read from the p95 against the base latency
 --         (see raise_by), at least 1 more; from under 0.9 x `served`, only
 --         up to there (slow start to its threshold, left on the latency as
---         HyStart leaves it); from there to `served`, x PROBE at most;
---         passing `served` forgets it (the app got faster); never above
---         the ceiling.
+--         HyStart leaves it); from there on, x PROBE at most (past its
+--         threshold TCP grows slowly too; a new overload sets a new
+--         `served`); never above the ceiling.
 --   Otherwise the value holds: no evidence, no change.
 -- The value is the room's rate (visitors per interval) or, in a room without
 -- a rate, its capacity; it is written where `configure` writes it, so the
@@ -292,9 +292,9 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       if threshold and value < threshold then
         new = math.min(new, threshold)
       elseif served then
-        -- Between there and where it overloaded, a probe: a quarter more at
-        -- most (BBR's), for a latency that stays flat until the knee (a
-        -- pool of workers) says nothing of the room left.
+        -- From there on, a probe: a quarter more at most (BBR's), as TCP
+        -- grows slowly past its threshold; a latency that stays flat until
+        -- the knee (a pool of workers) says nothing of the room left.
         new = math.min(new, math.max(value + 1, math.floor(value * PROBE)))
       end
       if p95 < target_ms / 2 then
@@ -304,8 +304,6 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       end
       if adapt_ceiling > 0 then new = math.min(new, adapt_ceiling) end
       if new == value then reason = 'hold: at the ceiling' end
-      -- Healthy past what it served when overloaded: the app got faster.
-      if served and new > served then redis.call('HDEL', h, 'served') end
     end
   end
   if new ~= value then
