@@ -91,6 +91,12 @@ def gate_of(scope: Scope) -> tuple[QueueGate, str]:
     return found  # type: ignore[no-any-return]
 
 
+def _pass_lags(carried_ms: int, until_ms: int) -> bool:
+    """Whether the admission's end a cookie carries must be renewed: it is
+    past the admission's (a session cut short) or lags it too far."""
+    return carried_ms > until_ms or until_ms - carried_ms > PASS_LAG_MS
+
+
 async def _deny_websocket(scope: Scope, receive: Receive, send: Send, page: Page) -> None:
     """Refuse a websocket handshake: with the gate's answer as an HTTP
     response where the server supports it, else a close before accept
@@ -344,6 +350,11 @@ class QueueGate:
         answer and its headers. ``join=False``: a visitor with no place is
         refused instead of joining the line (websockets). ``proof`` pays for
         a new place where the room asks a proof of work (the join endpoint)."""
+        # Most requests to a gated page come from admitted visitors.
+        copied = self.copied_admission(room, scope)
+        if copied is not None:
+            scope["queuegate"] = copied
+            return None, []
         if as_json is None:
             as_json = wants_json(scope)
         if room.placeholders:  # a template whose `accept` refused the values
@@ -402,7 +413,7 @@ class QueueGate:
             # The cookie carries the admission's end, for outages (see
             # _without_store): set at admission, renewed as it slides.
             until = outcome.expires_ms
-            renew = renew or who.until_ms > until or until - who.until_ms > PASS_LAG_MS
+            renew = renew or _pass_lags(who.until_ms, until)
         cookie = (
             [self.visitors.set_cookie(room, outcome.visitor, who.user_hash, until, who.binding, place, seen)]
             if renew
@@ -422,6 +433,21 @@ class QueueGate:
             return self.answers.message("not_admitted", room, scope, 403, as_json), []
         status = self.settings.waiting_status
         return self.answers.message("closed", room, scope, status, as_json, 60), []
+
+    def copied_admission(self, room: Room, scope: Scope) -> Admission | None:
+        """The admission :meth:`decide` would find for an anonymous visitor
+        whose admission this process holds a coherent copy of (see
+        ``queuegate.admissions``) and whose cookie needs nothing renewed,
+        found without building what a full decision needs; else ``None``."""
+        if room.placeholders:
+            return None
+        found = self.visitors.anonymous(room, scope)
+        if found is None:
+            return None
+        until = self.store.admissions.admitted_until(room.name, found.visitor)
+        if until is None or _pass_lags(found.until_ms, until):
+            return None
+        return Admission(room.name, found.visitor, until, self)
 
     async def gate_request(
         self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp

@@ -124,6 +124,10 @@ class Room:
     accept: Callable[[Mapping[str, str]], bool] | None = None
     forget: float | None = None
     defaults: str = field(init=False, repr=False, compare=False)
+    # The ``{names}`` in a template room's name (empty for a plain room):
+    # found once, as the gate asks on every request.
+    placeholders: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    cookie: str = field(init=False, repr=False, compare=False)  # the name of the room's cookie
 
     def __post_init__(self) -> None:
         where = f"Room {self.name!r}"
@@ -133,6 +137,8 @@ class Room:
                 "Room name must be 1-100 letters, digits, '-' or '_', with {placeholders} "
                 f"counted as 40, got {self.name!r}"
             )
+        object.__setattr__(self, "placeholders", tuple(PLACEHOLDER.findall(self.name)))
+        object.__setattr__(self, "cookie", f"qg_{self.name}")
         if isinstance(self.paths, str):
             raise ConfigError(f"{where}: paths must be a list of patterns like ['/checkout*']")
         for pattern in self.paths:
@@ -194,11 +200,6 @@ class Room:
             return self.title
         titles = dict(self.title)
         return titles.get(language) or titles.get("en") or next(iter(titles.values()), self.name)
-
-    @property
-    def placeholders(self) -> list[str]:
-        """The ``{names}`` in a template room's name (empty for a plain room)."""
-        return PLACEHOLDER.findall(self.name)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Room:

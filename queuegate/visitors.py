@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.types import Scope
 
 from .settings import Room
-from .tokens import Tokens
+from .tokens import Token, Tokens
 
 __all__ = ["Identify", "Visitor", "Visitors"]
 
@@ -78,6 +78,7 @@ class Visitors:
         self.identify = identify
         self._bind_agent = "user_agent" in bind
         self._network = network if "network" in bind else None
+        self._plain = identify is None and not self._bind_agent and self._network is None
         self._fingerprint = lru_cache(maxsize=16_384)(tokens.fingerprint)
         flags = "; Secure" if secure else ""
         self._cookie_flags = f"; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax{flags}"
@@ -94,7 +95,7 @@ class Visitors:
         seen_ms: int = 0,
     ) -> tuple[bytes, bytes]:
         token = self.tokens.issue(room.name, visitor, user_hash, until_ms, binding, place, seen_ms)
-        return (b"set-cookie", f"qg_{room.name}={token}{self._cookie_flags}".encode())
+        return (b"set-cookie", f"{room.cookie}={token}{self._cookie_flags}".encode())
 
     def _client(self, scope: Scope) -> bytes:
         """What a bound cookie is bound to: the client's network and/or agent."""
@@ -107,7 +108,7 @@ class Visitors:
         return network + b"|" + agent
 
     def clear_cookie(self, room: Room) -> tuple[bytes, bytes]:
-        return (b"set-cookie", f"qg_{room.name}{self._cookie_clear}".encode())
+        return (b"set-cookie", f"{room.cookie}{self._cookie_clear}".encode())
 
     async def _user(self, scope: Scope) -> str | None:
         assert self.identify is not None
@@ -120,6 +121,19 @@ class Visitors:
         # Under an older secret key (rotated since the token was issued).
         return client is not None and self.tokens.is_fingerprint(binding, client)
 
+    def anonymous(self, room: Room, scope: Scope) -> Token | None:
+        """The token of a request that :meth:`read` would take as nobody's
+        but its bearer's (no user signed in, no binding to check), without
+        asking who is signed in; ``None`` when there is no such token or
+        the gate identifies users or binds cookies (then ask :meth:`read`)."""
+        if self._plain:
+            token = cookie(scope, room.cookie)
+            if token is not None:
+                found = self.tokens.read(room.name, token)
+                if found is not None and found.user_hash is None and not found.binding:
+                    return found
+        return None
+
     async def read(self, room: Room, scope: Scope) -> Visitor:
         """The token's visitor and the signed-in user, if any. A token bound
         to a user is refused when presented by anyone else (another user, or
@@ -131,7 +145,7 @@ class Visitors:
         if self._bind_agent or self._network is not None:
             client = self._client(scope)
             binding = self._fingerprint(client)
-        token = cookie(scope, f"qg_{room.name}")
+        token = cookie(scope, room.cookie)
         found = None if token is None else self.tokens.read(room.name, token)
         if found is None:
             return Visitor(None, user_hash, binding=binding)

@@ -285,3 +285,65 @@ def test_the_setting_is_read_and_checked() -> None:
         Settings.load({"QUEUEGATE_LOCAL_ADMISSIONS": "maybe"}, secret_key=SECRET)
     with pytest.raises(ConfigError, match="local_admissions"):
         Settings.load({}, secret_key=SECRET, local_admissions="yes")
+
+
+@pytest.mark.parametrize("config", ["plain", "identify", "bind"])
+async def test_the_quick_path_admits_only_whom_the_full_decision_admits(
+    make_gate: MakeGate, config: str
+) -> None:
+    """The gate decides an admitted visitor from the copy before reading
+    who is asking in full (``QueueGate.copied_admission``). For every cookie
+    a request may carry (the copied visitor or another, a user's token,
+    a bound one, each end the cookie may carry, another room's, tampered),
+    what the quick path admits, the full decision asking Redis admits too,
+    with the same end and no new cookie; and it does admit the plain case."""
+    import itertools
+
+    from queuegate.gate import PASS_LAG_MS
+    from queuegate.tokens import Tokens
+
+    from .conftest import http_scope
+
+    options: dict[str, object] = {"rooms": [ROOM], "prefix": f"q{time.time_ns()}"}
+    if config == "identify":
+        options["identify"] = lambda request: request.headers.get("x-user")
+    elif config == "bind":
+        options["bind_cookie"] = ["user_agent"]
+    quick = await make_gate(**options)
+    asking = await make_gate(local_admissions=False, **options)
+    await admitted_and_copied(quick.store, ROOM, "v1")
+    until_ms = quick.store.admissions.admitted_until("sale", "v1")
+    assert until_ms is not None
+    tokens = Tokens([SECRET], 86400)
+    binding = tokens.fingerprint(b"|agent")
+    taken = 0
+    for room, visitor, user, carried, bound, tampered in itertools.product(
+        ["sale", "other"],
+        ["v1", "v2"],
+        [None, tokens.user_hash("ann")],
+        [0, until_ms, until_ms - 1, until_ms + 1, until_ms - PASS_LAG_MS - 1],
+        ["", binding],
+        [False, True],
+    ):
+        token = tokens.issue(room, visitor, user, carried, bound)
+        if tampered:
+            token = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+        headers = [(b"cookie", f"qg_sale={token}".encode()), (b"user-agent", b"agent")]
+        if user is not None:
+            headers.append((b"x-user", b"ann"))
+        scope = http_scope("/checkout", headers=headers)
+        copied = quick.copied_admission(ROOM, scope)
+        if copied is None:
+            continue
+        taken += 1
+        assert config == "plain", "the quick path must not guess who is signed in or bound"
+        full = http_scope("/checkout", headers=headers)
+        page, set_headers = await asking.decide(ROOM, full)
+        assert page is None
+        assert set_headers == []
+        admitted = full["queuegate"]
+        assert (admitted.visitor, admitted.expires_ms) == (copied.visitor, copied.expires_ms)
+    if config == "plain":
+        # The copied visitor with a cookie that needs nothing renewed: the
+        # end it was given, or one that lags it by less than a minute.
+        assert taken == 2
