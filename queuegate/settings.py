@@ -127,7 +127,7 @@ class Room:
     # The ``{names}`` in a template room's name (empty for a plain room):
     # found once, as the gate asks on every request.
     placeholders: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    cookie: str = field(init=False, repr=False, compare=False)  # the name of the room's cookie
+    cookie: bytes = field(init=False, repr=False, compare=False)  # the name of the room's cookie
 
     def __post_init__(self) -> None:
         where = f"Room {self.name!r}"
@@ -138,7 +138,7 @@ class Room:
                 f"counted as 40, got {self.name!r}"
             )
         object.__setattr__(self, "placeholders", tuple(PLACEHOLDER.findall(self.name)))
-        object.__setattr__(self, "cookie", f"qg_{self.name}")
+        object.__setattr__(self, "cookie", f"qg_{self.name}".encode())
         if isinstance(self.paths, str):
             raise ConfigError(f"{where}: paths must be a list of patterns like ['/checkout*']")
         for pattern in self.paths:

@@ -14,7 +14,6 @@ admits one client. A token issued before binding was turned on stays valid.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,21 +43,21 @@ class Visitor:
     seen_ms: int = 0  # when the token says liveness was last recorded
 
 
-@lru_cache(maxsize=10_000)
-def _cookie_pattern(name: str) -> re.Pattern[bytes]:
-    # Pairs are split on ';' only, as the frameworks' parsers do; spaces
-    # around names and values are ignored.
-    return re.compile(rb"(?:^|;)\s*" + re.escape(name.encode()) + rb"\s*=\s*([^;\s]*)")
+def cookie(scope: Scope, name: bytes) -> str | None:
+    """The last value of cookie ``name`` in the request's Cookie header(s).
 
-
-def cookie(scope: Scope, name: str) -> str | None:
-    """The last value of cookie ``name`` in the request's Cookie header(s)."""
-    pattern = _cookie_pattern(name)
+    Pairs are split on ';' and at their first '=', as the frameworks'
+    parsers do; white space around names and values is ignored, and a value
+    ends at white space. (Split and partition: a regular expression over the
+    header took three times as long, on every gated request.)"""
     value = None
     for header, raw in scope["headers"]:
-        if header == b"cookie":
-            for found in pattern.finditer(raw):
-                value = found[1]
+        if header == b"cookie" and name in raw:
+            for pair in raw.split(b";"):
+                key, equals, rest = pair.partition(b"=")
+                if equals and key.strip() == name:
+                    words = rest.split(None, 1)
+                    value = words[0] if words else b""
     return None if value is None else value.decode("latin-1")
 
 
@@ -95,7 +94,7 @@ class Visitors:
         seen_ms: int = 0,
     ) -> tuple[bytes, bytes]:
         token = self.tokens.issue(room.name, visitor, user_hash, until_ms, binding, place, seen_ms)
-        return (b"set-cookie", f"{room.cookie}={token}{self._cookie_flags}".encode())
+        return (b"set-cookie", room.cookie + f"={token}{self._cookie_flags}".encode())
 
     def _client(self, scope: Scope) -> bytes:
         """What a bound cookie is bound to: the client's network and/or agent."""
@@ -108,7 +107,7 @@ class Visitors:
         return network + b"|" + agent
 
     def clear_cookie(self, room: Room) -> tuple[bytes, bytes]:
-        return (b"set-cookie", f"{room.cookie}{self._cookie_clear}".encode())
+        return (b"set-cookie", room.cookie + self._cookie_clear.encode())
 
     async def _user(self, scope: Scope) -> str | None:
         assert self.identify is not None

@@ -9,6 +9,8 @@ import gc
 import secrets
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queuegate import Room
 from queuegate.paths import forms, route_path
@@ -80,6 +82,38 @@ async def test_the_last_of_duplicate_cookies_counts_as_in_starlette(make_gate: M
         assert cookie_parser(header)["qg_sale"] == (admitted if expected == 200 else forged).split("=", 1)[1]
         scope = http_scope("/checkout", headers=[(b"cookie", header.encode())])
         assert (await call_asgi(gate, scope))[0] == expected, header
+
+
+_SPACE = st.sampled_from(["", " ", "  ", "\t"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    pairs=st.lists(
+        st.tuples(
+            _SPACE,
+            st.sampled_from(["qg_sale", "qg_sal", "qg_salex", "xqg_sale", "sid", ""]),
+            _SPACE,
+            st.sampled_from(["=", ""]),
+            _SPACE,
+            st.text(alphabet="abcXYZ019-_.~!=", max_size=8),
+            _SPACE,
+        ),
+        max_size=6,
+    )
+)
+def test_the_gate_reads_the_room_s_cookie_as_starlette_does(pairs: list[tuple[str, ...]]) -> None:
+    """Cookie headers of every shape (names that contain the room's, spaces
+    around names and values, pairs without '=', empty values): the gate
+    reads the value Starlette's parser gives the app, for values a token can
+    have."""
+    from starlette.requests import cookie_parser
+
+    from queuegate.visitors import cookie
+
+    header = ";".join("".join(pair) for pair in pairs)
+    scope = http_scope("/", headers=[(b"cookie", header.encode())])
+    assert cookie(scope, b"qg_sale") == cookie_parser(header).get("qg_sale")
 
 
 async def test_ipv4_mapped_clients_are_their_ipv4_address(make_gate: MakeGate) -> None:
