@@ -108,11 +108,26 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
             in_redis(redis_url, more)
             page.wait_for_timeout(2200)
         page.wait_for_function(f"() => ({COUNT_BLUE})('#live-chart') > 50", timeout=10_000)
+        # The rooms table follows too, while the room picked keeps the focus
+        # (it froze until the operator clicked elsewhere).
+        assert page.evaluate("() => document.activeElement.textContent") == "sale"
+        waiting = in_redis(redis_url, lambda store: store.stats("sale"))["waiting"]
+        page.wait_for_function(
+            f"() => document.querySelector('tr[data-room=sale] td:nth-child(3)').textContent === '{waiting}'",
+            timeout=5000,
+        )
+        assert page.evaluate("() => document.activeElement.textContent") == "sale"
         page.wait_for_function(f"() => ({COUNT_BLUE})('#minutes-chart') > 50", timeout=10_000)
         assert page.locator("#waits tbody tr").count() >= 13  # a row per bucket, and the percentiles
 
         # A rate change from the rooms table applies, and shows in the log.
         row = page.locator("tr[data-room=sale]")
+        # A value typed and not applied yet stays, focused or not.
+        row.locator("input[name=capacity]").fill("5")
+        row.locator("button", has_text="sale").focus()
+        page.wait_for_timeout(2500)
+        assert row.locator("input[name=capacity]").input_value() == "5"
+        row.locator("input[name=capacity]").fill("0")
         row.locator("input[name=rate]").fill("7")
         row.locator("button", has_text="Apply").click()
         page.wait_for_selector("#message:has-text('Done: changed rate = 7')")

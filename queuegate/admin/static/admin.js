@@ -67,7 +67,7 @@
       : "fixed";
     tr.appendChild(el("td", { "class": "note" }, health));
     var stCell = el("td"); var sel = el("select", { name: "status", "aria-label": label("status") });
-    STATUSES.forEach(function (s) { var o = el("option", { value: s }, s); if (s === room.status) o.selected = true; sel.appendChild(o); });
+    STATUSES.forEach(function (s) { sel.appendChild(el("option", s === room.status ? { value: s, selected: "" } : { value: s }, s)); });
     stCell.appendChild(sel); tr.appendChild(stCell);
     var act = el("td"); var apply = el("button", { type: "button", "aria-label": "Apply to " + room.room }, "Apply");
     apply.addEventListener("click", function () {
@@ -290,9 +290,15 @@
         while (h[0].length && h[0][0] < (d.now - LIVE_MS) / 1000) h.forEach(function (a) { a.shift(); });
       });
       var body = document.getElementById("rooms");
-      if (!editing && !body.contains(document.activeElement) && d.rooms.length) {
+      if (!editing && d.rooms.length) {
+        // Redrawn unless a field is being edited; the control that had the
+        // focus has it again after (keyboard users keep their place).
+        var active = document.activeElement, row = body.contains(active) ? active.closest("tr") : null;
+        var place = row ? [row.getAttribute("data-room"), controls(row).indexOf(active)] : null;
         clear(body);
         d.rooms.forEach(function (room) { body.appendChild(roomRow(room)); });
+        row = place && body.querySelector("tr[data-room='" + CSS.escape(place[0]) + "']");
+        if (row && controls(row)[place[1]]) controls(row)[place[1]].focus({ preventScroll: true });
       }
       if (!selected && d.rooms.length) select(d.rooms[0].room);
       else if (selected) { drawLive(); if (ticks % 2 === 0) loadDetail(); }
@@ -309,9 +315,18 @@
     }).catch(function () {});
   }
 
-  document.getElementById("rooms").addEventListener("focusin", function () { editing = true; });
+  function controls(row) { return Array.prototype.slice.call(row.querySelectorAll("button, input, select")); }
+  // A field being typed in, or one changed and not applied yet, holds the
+  // table still; a focused button does not.
+  function typing() {
+    var body = document.getElementById("rooms"), active = document.activeElement;
+    if (active && body.contains(active) && active.tagName !== "BUTTON") return true;
+    return Array.prototype.some.call(body.querySelectorAll("input"), function (i) { return i.value !== i.defaultValue; })
+      || Array.prototype.some.call(body.querySelectorAll("option"), function (o) { return o.selected !== o.defaultSelected; });
+  }
+  document.getElementById("rooms").addEventListener("focusin", function () { editing = typing(); });
   document.getElementById("rooms").addEventListener("focusout", function () {
-    setTimeout(function () { if (!document.getElementById("rooms").contains(document.activeElement)) editing = false; }, 0);
+    setTimeout(function () { editing = typing(); }, 0);
   });
   document.getElementById("visitor-form").addEventListener("submit", function (event) {
     event.preventDefault();
