@@ -213,6 +213,23 @@ async def test_no_signal_no_change(store: Store) -> None:
     assert stats["health_reason"] == "hold: too few responses to judge"
 
 
+async def test_a_room_at_its_floor_gathers_evidence_and_climbs_again(store: Store) -> None:
+    """At a floor of one a second, with a request per visitor, a second has
+    one response: too few to judge in windows of a second or two, so the
+    rate stayed at the floor after the app recovered. A window now lasts
+    until it holds enough responses (10 s at most)."""
+    the_room = room(rate=1, target=Health(p95_ms=300, floor=1, ceiling=200))
+    await fill_line(store, the_room)
+    rates = []
+    for second in range(30):
+        now = T0 + second * 1000
+        rate = (await store.stats(the_room, now=now))["rate"]
+        rates.append(rate)
+        await store.report(the_room, rate, 0, buckets(rate, 20), buckets(rate, 10), None, rate, now=now)
+    assert max(rates[:15]) >= 2, rates  # judged within seconds, not stuck
+    assert rates[-1] >= 8, rates
+
+
 async def test_nobody_waiting_no_raise(store: Store) -> None:
     the_room = room(rate=7)
     trace = await run(store, the_room, Plant(capacity=1000), 30, 0)

@@ -26,7 +26,9 @@
 -- round trip is the room's `settle`: a visitor admitted now makes requests
 -- for a while.
 --
--- Measurements: the last one to two windows of WINDOW (a sliding window);
+-- Measurements: the last one to two windows of WINDOW (a sliding window;
+-- a window holding too few responses to judge lasts longer, MAX_WINDOW at
+-- most);
 -- requests still in flight count at their age so far for the look they are
 -- reported in; every window starts again at a change.
 --
@@ -77,6 +79,7 @@ local MAX_RAISE = 2      -- the biggest single raise: to twice
 local PROBE = 1.25      -- the biggest raise near where the app last overloaded
 local BASE_WINDOW = 30000 -- ms: the base latency is the least p95 of the last one to two
 local WINDOW = 1000     -- ms: figures cover the last one to two of these
+local MAX_WINDOW = 10000 -- ms: a window holding fewer than MIN_SAMPLES lasts up to this
 
 advance()
 
@@ -107,7 +110,11 @@ for i = 1, F do
   current[i] = tonumber(got[3 + i]) or 0
   before[i] = tonumber(got[3 + F + i]) or 0
 end
-if now - since >= WINDOW then
+-- A window lasts WINDOW, or longer while it holds fewer than MIN_SAMPLES
+-- responses (up to MAX_WINDOW): at a floor of one visitor a second, with a
+-- request each, a second holds one response, and windows of a second would
+-- never hold evidence enough to raise the rate again.
+if now - since >= MAX_WINDOW or (now - since >= WINDOW and current[1] >= MIN_SAMPLES) then
   before, current, since_before, since = current, {}, since, now
   for i = 1, F do current[i] = 0 end
 end
