@@ -170,13 +170,21 @@ def _csp(template: str) -> bytes:
 
 class _Compiled:
     """A ``string.Template`` cut at its placeholders once: filling it in is a
-    join, not a regex pass per response. Same result as ``safe_substitute``
-    (``$$`` is ``$``; a placeholder without a value stays as written)."""
+    join of bytes, not a regex pass per response. Same result as
+    ``safe_substitute`` (``$$`` is ``$``; a placeholder without a value stays
+    as written). ``bind`` fills some placeholders for good (a language's
+    texts and the stylesheet), so a response fills only its own values."""
 
-    def __init__(self, template: Template) -> None:
+    def __init__(self, literals: list[str], slots: list[tuple[str, str]]) -> None:
+        self._literals = literals
+        self._slots = slots  # (name, text as written)
+        self._encoded = [literal.encode() for literal in literals]
+
+    @classmethod
+    def of(cls, template: Template) -> _Compiled:
         text = template.template
-        self._literals: list[str] = []
-        self._slots: list[tuple[str, str]] = []  # (name, text as written)
+        literals: list[str] = []
+        slots: list[tuple[str, str]] = []
         literal, position = [], 0
         for found in template.pattern.finditer(text):
             literal.append(text[position : found.start()])
@@ -185,18 +193,30 @@ class _Compiled:
             if name is None:  # "$$", or a "$" that starts no placeholder
                 literal.append("$" if found.group("escaped") is not None else found.group())
                 continue
-            self._literals.append("".join(literal))
-            self._slots.append((name, found.group()))
+            literals.append("".join(literal))
+            slots.append((name, found.group()))
             literal = []
         literal.append(text[position:])
-        self._literals.append("".join(literal))
+        literals.append("".join(literal))
+        return cls(literals, slots)
 
-    def fill(self, values: Mapping[str, str]) -> str:
-        parts = [self._literals[0]]
+    def bind(self, values: Mapping[str, str]) -> _Compiled:
+        literals = [self._literals[0]]
+        slots = []
         for (name, written), literal in zip(self._slots, self._literals[1:], strict=True):
-            parts.append(values.get(name, written))
+            if name in values:
+                literals[-1] += values[name] + literal
+            else:
+                slots.append((name, written))
+                literals.append(literal)
+        return _Compiled(literals, slots)
+
+    def fill(self, values: Mapping[str, str]) -> bytes:
+        parts = [self._encoded[0]]
+        for (name, written), literal in zip(self._slots, self._encoded[1:], strict=True):
+            parts.append(values.get(name, written).encode())
             parts.append(literal)
-        return "".join(parts)
+        return b"".join(parts)
 
 
 class Pages:
@@ -215,13 +235,15 @@ class Pages:
         message = _template("message.html")
         prequeue = _template("prequeue.html")
         challenge = _template("challenge.html")
-        self._challenge = _Compiled(Template(challenge))
+        self._challenge = _Compiled.of(Template(challenge))
         # The line pages share one stylesheet, put in as it is (it is ours, not
         # a value to escape).
         self._style = _template("line.css")
-        self._waiting = _Compiled(Template(waiting))
-        self._message = _Compiled(Template(message))
-        self._prequeue_page = _Compiled(Template(prequeue))
+        self._waiting = _Compiled.of(Template(waiting))
+        self._message = _Compiled.of(Template(message))
+        self._prequeue_page = _Compiled.of(Template(prequeue))
+        # Each template in each language, its fixed texts and stylesheet in.
+        self._in_language = lru_cache(maxsize=256)(self._bind)
         common: Headers = [
             (b"cache-control", b"no-store"),
             (b"x-content-type-options", b"nosniff"),
@@ -364,8 +386,10 @@ class Pages:
             "updated": language.clock(outcome.now_ms // 1000),
             **values,
         }
-        escaped = {k: _escaped(str(v)) for k, v in every.items()}
-        return template.fill({**_texts(language), **escaped, "style": self._style}).encode()
+        return self._in_language(template, language).fill({k: _escaped(str(v)) for k, v in every.items()})
+
+    def _bind(self, template: _Compiled, language: Language) -> _Compiled:
+        return template.bind({**_texts(language), "style": self._style})
 
     def challenge(
         self,
@@ -397,8 +421,8 @@ class Pages:
             "join_url": _escaped(join_url),
             "challenge": html.escape(_JSON.encode(challenge)),  # new each time: not cached
         }
-        body = self._challenge.fill({**_texts(language), **escaped, "style": self._style})
-        return Page(self.waiting_status, [*self._challenge_headers, *extra], body.encode())
+        body = self._in_language(self._challenge, language).fill(escaped)
+        return Page(self.waiting_status, [*self._challenge_headers, *extra], body)
 
     def state(self, room: str, state: str, status: int = 200, **extra: Any) -> Page:
         """A JSON state for the status endpoint (active, pass, none)."""
@@ -432,9 +456,8 @@ class Pages:
             refresh = f'<noscript><meta http-equiv="refresh" content="{retry_after}"></noscript>'
             seconds = f'<span id="qg-seconds">{retry_after}</span>'
             retry = html.escape(language.text(RETRYING)).replace("{seconds}", seconds)
-        body = self._message.fill(
+        body = self._in_language(self._message, language).fill(
             {
-                **_texts(language),
                 "heading": html.escape(heading),
                 "message": html.escape(message),
                 "refresh": refresh,
@@ -442,4 +465,4 @@ class Pages:
                 "t_retrying": retry,
             }
         )
-        return Page(status, [*self._message_headers, *extra], body.encode())
+        return Page(status, [*self._message_headers, *extra], body)
