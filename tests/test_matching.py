@@ -116,6 +116,30 @@ def test_the_gate_reads_the_room_s_cookie_as_starlette_does(pairs: list[tuple[st
     assert cookie(scope, b"qg_sale") == cookie_parser(header).get("qg_sale")
 
 
+@settings(max_examples=1000, deadline=None)
+@given(
+    text=st.one_of(
+        st.ip_addresses().map(str),
+        st.lists(st.integers(0, 999), min_size=3, max_size=5).map(lambda parts: ".".join(map(str, parts))),
+        st.text(alphabet="0123456789.:abcdefx \t", max_size=24),
+    )
+)
+def test_client_addresses_are_read_as_the_ipaddress_module_reads_them(text: str) -> None:
+    """IPv4 in canonical form takes a faster parser; every text must read as
+    ``ipaddress.ip_address`` reads it (leading zeros, short forms, junk)."""
+    import ipaddress
+
+    from queuegate.clients import _address
+
+    try:
+        expected: object = ipaddress.ip_address(text)
+    except ValueError:
+        expected = None
+    if isinstance(expected, ipaddress.IPv6Address) and expected.ipv4_mapped is not None:
+        expected = expected.ipv4_mapped
+    assert _address(text) == expected
+
+
 async def test_ipv4_mapped_clients_are_their_ipv4_address(make_gate: MakeGate) -> None:
     gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1)], trusted_proxies=["10.0.0.0/8"])
 
