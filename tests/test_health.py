@@ -244,6 +244,10 @@ async def test_bounds_hold(store: Store) -> None:
     assert max(rate for rate, _ in await run(store, the_room, plant, 40, 0)) == 12
     plant.capacity = 5  # hopeless: the floor still lets the line move
     assert min(rate for rate, _ in await run(store, the_room, plant, 60, 40)) == 6
+    stats = await store.stats(the_room, now=T0 + 100_000)
+    # Held there, and said so: no "cut" that changes nothing.
+    assert stats["health_reason"].endswith("over the 300 ms target, at the floor"), stats
+    assert stats["health_changed"].startswith("cut: ")
 
 
 async def test_the_operator_pins_and_releases(store: Store) -> None:

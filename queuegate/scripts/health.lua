@@ -270,13 +270,18 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
         -- At least by BETA, as CUBIC cuts its window: a cut to where the
         -- app just keeps up leaves the queue it built standing.
         new = math.max(adapt_floor, math.min(value - 1, math.floor(math.min(g, BETA) * served)))
-        -- What it served stays the most measured in one episode of
-        -- overload (BBR keeps the maximum delivery rate over a few round
-        -- trips): a later cut, made while the backlog drains, measures the
-        -- cut's low rate, not what the app can do.
-        if after_cut and was then served = math.max(served, was) end
-        reason = 'cut: ' .. why
-        redis.call('HSET', h, 'cut_at', now, 'served', served)
+        if new == value then
+          -- At the floor already: nothing to cut, and no new episode.
+          reason = 'hold: ' .. why .. ', at the floor'
+        else
+          -- What it served stays the most measured in one episode of
+          -- overload (BBR keeps the maximum delivery rate over a few round
+          -- trips): a later cut, made while the backlog drains, measures
+          -- the cut's low rate, not what the app can do.
+          if after_cut and was then served = math.max(served, was) end
+          reason = 'cut: ' .. why
+          redis.call('HSET', h, 'cut_at', now, 'served', served)
+        end
       else
         reason = 'hold: ' .. why .. ', the last cut is still showing'
       end
