@@ -1,6 +1,7 @@
 """queuegate: a virtual waiting room for ASGI apps, with the line in Redis."""
 
-from .gate import Admission, QueueGate, admission
+from .decisions import Admission, admission
+from .gate import QueueGate
 from .integrations.starlette import gated
 from .settings import ConfigError, Health, Room, Settings
 from .store import Outcome, Store, StoreError

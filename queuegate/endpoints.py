@@ -164,7 +164,7 @@ class Endpoints:
                 user_ttl=self.gate.settings.cookie_max_age,
             )
         except StoreError as exc:
-            self.gate.store_failed(room, exc)
+            self.gate.decisions.store_failed(room, exc)
             return None
 
     def _status_page(self, room: Room, outcome: Outcome | None, scope: Scope) -> Page:
@@ -222,7 +222,7 @@ class Endpoints:
             await send_page(self.gate.pages.state(room.name, "too_large", 413), send)
             return
         proof = self.gate.challenges.check(room.name, _altcha_field(body))
-        page, headers = await self.gate.decide(room, scope, proof=proof, as_json=True)
+        page, headers = await self.gate.decisions.decide(room, scope, proof=proof, as_json=True)
         if page is None:  # in: the page the visitor asked for will open
             page = self.gate.pages.state(room.name, "active")
         await send_page(page, send, headers)

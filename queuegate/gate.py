@@ -1,82 +1,45 @@
 """The gate: a pure ASGI middleware in front of the protected paths.
 
-Per request (http or websocket): match a form of the path to a room (see
-``paths`` and ``rooms``), skip it if a bypass rule says so, read the room's
-signed cookie, make one script call, then forward (active) or answer with
-the waiting page or JSON (an http request) or refuse the handshake (a
-websocket). The same decision serves route-bound gating (``queuegate.routes``
-and the integrations), which runs after the app's router. Everything that can
-be prepared is prepared in ``__init__``.
+Per request (http or websocket): serve the gate's own endpoints, match a
+form of the path to a room (see ``paths`` and ``rooms``), skip it if a
+bypass rule says so, then ask for the decision (``queuegate.decisions``)
+and forward the request (with the headers it asks for, measured for the
+rooms with a health target) or send the gate's answer, or refuse the
+handshake (a websocket). Everything that can be prepared is prepared in
+``__init__``.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
-import logging
-import math
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import redis.asyncio as aioredis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .answers import GATE_KEY, Answers
-from .challenges import Challenges, Proof
+from .challenges import Challenges
 from .clients import ClientAddresses
-from .endpoints import Endpoints, wants_json
+from .decisions import Admission, Decisions, admission
+from .endpoints import Endpoints
 from .health import HealthReports
 from .pages import Headers, Page, Pages, send_page
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
-from .store import FAR_FROM, Client, Outcome, Store, StoreError, connect
-from .tokens import Tokens, new_visitor_id
-from .visitors import Identify, Visitor, Visitors
+from .store import FAR_FROM, Client, Store, connect
+from .tokens import Tokens
+from .visitors import Identify, Visitors
 
 __all__ = ["Admission", "Identify", "QueueGate", "admission"]
 
-logger = logging.getLogger("queuegate")
-
-FAILURE_LOG_INTERVAL = 10.0  # seconds; one log line per burst of Redis failures
 BYPASS_HEADER = b"x-queuegate-bypass"
 POLICY_VIOLATION = 1008  # websocket close code for a handshake refused before accept
-# A sliding session's end moves on with each request: the end carried in the
-# cookie (for outages) is renewed when it lags by more than this, so an
-# admitted visitor gets a new cookie at most once a minute.
-PASS_LAG_MS = 60_000
-# A waiting visitor's cookie says when their liveness was last recorded; a
-# poll renews it when it recorded liveness this much later (queuegate.farback
-# records far-back liveness at most every third of `abandon`, less a poll).
-SEEN_RENEW_MS = 10_000
 # Headers (a new cookie) route-bound gating asks the gate to add to the app's
 # response, and an answer that replaces it (FastAPI's dependency raises).
 HEADERS_KEY = "queuegate.headers"
 ANSWER_KEY = "queuegate.answer"
-
-
-@dataclass(slots=True)
-class Admission:
-    """Put in ``scope["queuegate"]`` for a request the gate let through."""
-
-    room: str
-    visitor: str
-    expires_ms: int
-    gate: QueueGate = field(repr=False)
-
-    async def release(self) -> bool:
-        """The protected action is done: free this visitor's slot at once."""
-        return await self.gate.rooms[self.room].release(self.visitor)
-
-
-def admission(request: Any) -> Admission | None:
-    """The admission of a request (a Starlette ``Request`` or an ASGI scope),
-    or ``None`` when the path is not gated or the store failed open."""
-    scope = getattr(request, "scope", request)
-    found = scope.get("queuegate") if isinstance(scope, Mapping) else None
-    return found if isinstance(found, Admission) else None
 
 
 def gate_of(scope: Scope) -> tuple[QueueGate, str]:
@@ -89,12 +52,6 @@ def gate_of(scope: Scope) -> tuple[QueueGate, str]:
             "(add app.add_middleware(QueueGate, rooms=[...], ...) or wrap the ASGI app)"
         )
     return found  # type: ignore[no-any-return]
-
-
-def _pass_lags(carried_ms: int, until_ms: int) -> bool:
-    """Whether the admission's end a cookie carries must be renewed: it is
-    past the admission's (a session cut short) or lags it too far."""
-    return carried_ms > until_ms or until_ms - carried_ms > PASS_LAG_MS
 
 
 async def _deny_websocket(scope: Scope, receive: Receive, send: Send, page: Page) -> None:
@@ -222,12 +179,12 @@ class QueueGate:
         }
         self.challenges = Challenges(settings.secret_keys)
         self.answers = Answers(settings, self.pages, self.visitors, self.counters, self.challenges)
+        self.decisions = Decisions(self)
         self.endpoints = Endpoints(self)
         self.health = HealthReports(self.store, settings.rooms)
         # Measure around the whole app: for "app" signals, and for rooms with
         # a target that a dependency or decorator may gate further in.
         self._measure_all = any(room.target is not None for room in settings.rooms)
-        self._last_failure_log = 0.0
 
     # -- routing -----------------------------------------------------------
 
@@ -323,145 +280,19 @@ class QueueGate:
 
         return route_send
 
-    # -- the decision --------------------------------------------------------
-
-    def store_failed(self, room: Room, exc: StoreError) -> None:
-        """Redis did not answer: count it, and log it once per burst."""
-        self.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
-        now = time.monotonic()
-        if now - self._last_failure_log >= FAILURE_LOG_INTERVAL:
-            self._last_failure_log = now
-            logger.warning(
-                "queuegate: Redis did not answer for room %r (%s); failing %s", room.name, exc, room.fail
-            )
-
-    async def decide(
-        self,
-        room: Room,
-        scope: Scope,
-        *,
-        join: bool = True,
-        proof: Proof | None = None,
-        as_json: bool | None = None,
-    ) -> tuple[Page | None, Headers]:
-        """Whether a request may reach the app: ``(None, headers)`` to forward
-        it (adding ``headers`` to the response; ``scope["queuegate"]`` is its
-        :class:`Admission` unless the store failed open), else the gate's
-        answer and its headers. ``join=False``: a visitor with no place is
-        refused instead of joining the line (websockets). ``proof`` pays for
-        a new place where the room asks a proof of work (the join endpoint)."""
-        # Most requests to a gated page come from admitted visitors.
-        copied = self.copied_admission(room, scope)
-        if copied is not None:
-            scope["queuegate"] = copied
-            return None, []
-        if as_json is None:
-            as_json = wants_json(scope)
-        if room.placeholders:  # a template whose `accept` refused the values
-            return self.answers.message("not_found", room, scope, 404, as_json), []
-        who = await self.visitors.read(room, scope)
-        if who.refused:
-            return self.answers.refused(room, scope, as_json)
-        asked = who.visitor or new_visitor_id()
-        try:
-            outcome = await self.store.enter(
-                room,
-                asked,
-                join=join,
-                user_hash=who.user_hash,
-                user_ttl=self.settings.cookie_max_age,
-                client=self.client_address(scope) if room.client_limit else "",
-                proof=proof,
-                place=who.place,
-                seen_ms=who.seen_ms,
-            )
-        except StoreError as exc:
-            self.store_failed(room, exc)
-            return self._without_store(room, scope, who, as_json)
-        return self._answer(room, scope, who, asked, outcome, as_json)
-
-    def _without_store(
-        self, room: Room, scope: Scope, who: Visitor, as_json: bool
-    ) -> tuple[Page | None, Headers]:
-        """Redis did not answer. A visitor whose cookie carries an admission
-        that has not ended yet (by Redis's clock as last seen) passes, so an
-        outage throws nobody out mid-checkout; nothing can be released or
-        renewed meanwhile. Others get the room's fail mode."""
-        if room.fail == "open":
-            return None, []
-        if who.visitor is not None and who.until_ms > self.store.redis_now_ms():
-            self.counters["outage_passed"] += 1
-            scope["queuegate"] = Admission(room.name, who.visitor, who.until_ms, self)
-            return None, []
-        return self.answers.unavailable(room, scope, as_json), []
-
-    def _answer(
-        self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
-    ) -> tuple[Page | None, Headers]:
-        # A new place in line, a place taken over from another device, or a
-        # newly signed-in user: a new cookie, whose age counts from now.
-        renew = who.visitor is None or outcome.joined or outcome.visitor != asked or who.unbound
-        state = outcome.state
-        until = place = seen = 0
-        if state == "waiting":
-            # The cookie carries the place and when liveness was last
-            # recorded, for far-back polls (queuegate.farback): set with
-            # the place, renewed when a poll recorded liveness well after it.
-            place, seen = outcome.place, outcome.seen_ms
-            renew = renew or place != who.place or seen - who.seen_ms >= SEEN_RENEW_MS
-        elif state == "active":
-            # The cookie carries the admission's end, for outages (see
-            # _without_store): set at admission, renewed as it slides.
-            until = outcome.expires_ms
-            renew = renew or _pass_lags(who.until_ms, until)
-        cookie = (
-            [self.visitors.set_cookie(room, outcome.visitor, who.user_hash, until, who.binding, place, seen)]
-            if renew
-            else []
-        )
-        if state == "active" or state == "pass":
-            scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self)
-            return None, cookie
-        if state == "waiting" or state == "prequeue":
-            return self.answers.line_page(room, outcome, as_json, scope), cookie
-        if state == "challenge":
-            return self.answers.challenge(room, outcome, scope, as_json), []
-        if state == "limited":
-            retry = max(1, math.ceil(outcome.eta_ms / 1000))
-            return self.answers.message("limited", room, scope, 429, as_json, retry), []
-        if state == "none":  # no place, and this request may not take one (a websocket)
-            return self.answers.message("not_admitted", room, scope, 403, as_json), []
-        status = self.settings.waiting_status
-        return self.answers.message("closed", room, scope, status, as_json, 60), []
-
-    def copied_admission(self, room: Room, scope: Scope) -> Admission | None:
-        """The admission :meth:`decide` would find for an anonymous visitor
-        whose admission this process holds a coherent copy of (see
-        ``queuegate.admissions``) and whose cookie needs nothing renewed,
-        found without building what a full decision needs; else ``None``."""
-        if room.placeholders:
-            return None
-        found = self.visitors.anonymous(room, scope)
-        if found is None:
-            return None
-        until = self.store.admissions.admitted_until(room.name, found.visitor)
-        if until is None or _pass_lags(found.until_ms, until):
-            return None
-        return Admission(room.name, found.visitor, until, self)
-
     async def gate_request(
         self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp
     ) -> None:
         if scope["type"] == "websocket":
             # Only an admitted visitor connects; a handshake takes no place.
             # An open socket is not closed when the session ends later.
-            page, _ = await self.decide(room, scope, join=False)
+            page, _ = await self.decisions.decide(room, scope, join=False)
             if page is None:
                 await app(scope, receive, send)
             else:
                 await _deny_websocket(scope, receive, send, page)
             return
-        page, headers = await self.decide(room, scope)
+        page, headers = await self.decisions.decide(room, scope)
         if page is None:
             send = self._with_headers(send, headers)
             if self.route_bound:  # another room may be on the route too

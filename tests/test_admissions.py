@@ -292,14 +292,14 @@ async def test_the_quick_path_admits_only_whom_the_full_decision_admits(
     make_gate: MakeGate, config: str
 ) -> None:
     """The gate decides an admitted visitor from the copy before reading
-    who is asking in full (``QueueGate.copied_admission``). For every cookie
+    who is asking in full (``Decisions.copied_admission``). For every cookie
     a request may carry (the copied visitor or another, a user's token,
     a bound one, each end the cookie may carry, another room's, tampered),
     what the quick path admits, the full decision asking Redis admits too,
     with the same end and no new cookie; and it does admit the plain case."""
     import itertools
 
-    from queuegate.gate import PASS_LAG_MS
+    from queuegate.decisions import PASS_LAG_MS
     from queuegate.tokens import Tokens
 
     from .conftest import http_scope
@@ -332,13 +332,13 @@ async def test_the_quick_path_admits_only_whom_the_full_decision_admits(
         if user is not None:
             headers.append((b"x-user", b"ann"))
         scope = http_scope("/checkout", headers=headers)
-        copied = quick.copied_admission(ROOM, scope)
+        copied = quick.decisions.copied_admission(ROOM, scope)
         if copied is None:
             continue
         taken += 1
         assert config == "plain", "the quick path must not guess who is signed in or bound"
         full = http_scope("/checkout", headers=headers)
-        page, set_headers = await asking.decide(ROOM, full)
+        page, set_headers = await asking.decisions.decide(ROOM, full)
         assert page is None
         assert set_headers == []
         admitted = full["queuegate"]

@@ -7,7 +7,7 @@ import pytest
 from starlette.requests import Request
 
 from queuegate import QueueGate, Room, admission
-from queuegate.gate import Admission
+from queuegate.decisions import Admission
 
 from .conftest import ALL_KINDS, MakeGate, client_for
 

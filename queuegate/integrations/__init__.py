@@ -21,7 +21,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..gate import HEADERS_KEY, Admission, QueueGate
+from ..decisions import Admission
+from ..gate import HEADERS_KEY, QueueGate
 from ..health import MEASURED_KEY
 from ..pages import Page
 from ..settings import Room
@@ -72,7 +73,7 @@ async def check_route(
     room = route_room(gate, name, scope, path_params)
     if _checked_already(gate, room, scope):
         return None
-    page, headers = await gate.decide(room, scope, join=scope["type"] == "http")
+    page, headers = await gate.decisions.decide(room, scope, join=scope["type"] == "http")
     if page is None:
         if headers:
             scope[HEADERS_KEY] = [*scope.get(HEADERS_KEY, ()), *headers]

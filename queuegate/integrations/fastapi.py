@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 from starlette.exceptions import HTTPException, WebSocketException
 from starlette.requests import HTTPConnection
 
-from ..gate import ANSWER_KEY, POLICY_VIOLATION, Admission, admission, gate_of
+from ..decisions import Admission, admission
+from ..gate import ANSWER_KEY, POLICY_VIOLATION, gate_of
 from . import check_route
 
 __all__ = ["queue"]

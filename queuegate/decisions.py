@@ -1,0 +1,207 @@
+"""The decision for one request to a gated room: forward it (an
+:class:`Admission` in the scope, maybe a new cookie) or answer it (the
+waiting page, a message, a refusal). Redis decides; an admitted visitor's
+next requests are decided from this process's copy of Redis's answer
+(``queuegate.admissions``); when Redis does not answer, the visitor's
+signed cookie and the room's fail mode do. The gate (``queuegate.gate``)
+asks for every gated request, and so do route-bound gating
+(``queuegate.integrations``) and the join endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import Scope
+
+from .challenges import Proof
+from .endpoints import wants_json
+from .pages import Headers, Page
+from .settings import Room
+from .store import Outcome, StoreError
+from .tokens import new_visitor_id
+from .visitors import Visitor
+
+if TYPE_CHECKING:
+    from .gate import QueueGate
+
+__all__ = ["PASS_LAG_MS", "Admission", "Decisions", "admission"]
+
+logger = logging.getLogger("queuegate")
+
+FAILURE_LOG_INTERVAL = 10.0  # seconds; one log line per burst of Redis failures
+# A sliding session's end moves on with each request: the end carried in the
+# cookie (for outages) is renewed when it lags by more than this, so an
+# admitted visitor gets a new cookie at most once a minute.
+PASS_LAG_MS = 60_000
+# A waiting visitor's cookie says when their liveness was last recorded; a
+# poll renews it when it recorded liveness this much later (queuegate.farback
+# records far-back liveness at most every third of `abandon`, less a poll).
+SEEN_RENEW_MS = 10_000
+
+
+@dataclass(slots=True)
+class Admission:
+    """Put in ``scope["queuegate"]`` for a request the gate let through."""
+
+    room: str
+    visitor: str
+    expires_ms: int
+    gate: QueueGate = field(repr=False)
+
+    async def release(self) -> bool:
+        """The protected action is done: free this visitor's slot at once."""
+        return await self.gate.rooms[self.room].release(self.visitor)
+
+
+def admission(request: Any) -> Admission | None:
+    """The admission of a request (a Starlette ``Request`` or an ASGI scope),
+    or ``None`` when the path is not gated or the store failed open."""
+    scope = getattr(request, "scope", request)
+    found = scope.get("queuegate") if isinstance(scope, Mapping) else None
+    return found if isinstance(found, Admission) else None
+
+
+def _pass_lags(carried_ms: int, until_ms: int) -> bool:
+    """Whether the admission's end a cookie carries must be renewed: it is
+    past the admission's (a session cut short) or lags it too far."""
+    return carried_ms > until_ms or until_ms - carried_ms > PASS_LAG_MS
+
+
+class Decisions:
+    """The gate's decisions, made with its parts (its store, its visitors'
+    cookies, its answers); counts failures in the gate's counters."""
+
+    def __init__(self, gate: QueueGate) -> None:
+        self.gate = gate
+        self._last_failure_log = 0.0
+
+    def store_failed(self, room: Room, exc: StoreError) -> None:
+        """Redis did not answer: count it, and log it once per burst."""
+        self.gate.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
+        now = time.monotonic()
+        if now - self._last_failure_log >= FAILURE_LOG_INTERVAL:
+            self._last_failure_log = now
+            logger.warning(
+                "queuegate: Redis did not answer for room %r (%s); failing %s", room.name, exc, room.fail
+            )
+
+    async def decide(
+        self,
+        room: Room,
+        scope: Scope,
+        *,
+        join: bool = True,
+        proof: Proof | None = None,
+        as_json: bool | None = None,
+    ) -> tuple[Page | None, Headers]:
+        """Whether a request may reach the app: ``(None, headers)`` to forward
+        it (adding ``headers`` to the response; ``scope["queuegate"]`` is its
+        :class:`Admission` unless the store failed open), else the gate's
+        answer and its headers. ``join=False``: a visitor with no place is
+        refused instead of joining the line (websockets). ``proof`` pays for
+        a new place where the room asks a proof of work (the join endpoint)."""
+        # Most requests to a gated page come from admitted visitors.
+        copied = self.copied_admission(room, scope)
+        if copied is not None:
+            scope["queuegate"] = copied
+            return None, []
+        if as_json is None:
+            as_json = wants_json(scope)
+        if room.placeholders:  # a template whose `accept` refused the values
+            return self.gate.answers.message("not_found", room, scope, 404, as_json), []
+        who = await self.gate.visitors.read(room, scope)
+        if who.refused:
+            return self.gate.answers.refused(room, scope, as_json)
+        asked = who.visitor or new_visitor_id()
+        try:
+            outcome = await self.gate.store.enter(
+                room,
+                asked,
+                join=join,
+                user_hash=who.user_hash,
+                user_ttl=self.gate.settings.cookie_max_age,
+                client=self.gate.client_address(scope) if room.client_limit else "",
+                proof=proof,
+                place=who.place,
+                seen_ms=who.seen_ms,
+            )
+        except StoreError as exc:
+            self.store_failed(room, exc)
+            return self._without_store(room, scope, who, as_json)
+        return self._answer(room, scope, who, asked, outcome, as_json)
+
+    def _without_store(
+        self, room: Room, scope: Scope, who: Visitor, as_json: bool
+    ) -> tuple[Page | None, Headers]:
+        """Redis did not answer. A visitor whose cookie carries an admission
+        that has not ended yet (by Redis's clock as last seen) passes, so an
+        outage throws nobody out mid-checkout; nothing can be released or
+        renewed meanwhile. Others get the room's fail mode."""
+        if room.fail == "open":
+            return None, []
+        if who.visitor is not None and who.until_ms > self.gate.store.redis_now_ms():
+            self.gate.counters["outage_passed"] += 1
+            scope["queuegate"] = Admission(room.name, who.visitor, who.until_ms, self.gate)
+            return None, []
+        return self.gate.answers.unavailable(room, scope, as_json), []
+
+    def _answer(
+        self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
+    ) -> tuple[Page | None, Headers]:
+        # A new place in line, a place taken over from another device, or a
+        # newly signed-in user: a new cookie, whose age counts from now.
+        renew = who.visitor is None or outcome.joined or outcome.visitor != asked or who.unbound
+        state = outcome.state
+        until = place = seen = 0
+        if state == "waiting":
+            # The cookie carries the place and when liveness was last
+            # recorded, for far-back polls (queuegate.farback): set with
+            # the place, renewed when a poll recorded liveness well after it.
+            place, seen = outcome.place, outcome.seen_ms
+            renew = renew or place != who.place or seen - who.seen_ms >= SEEN_RENEW_MS
+        elif state == "active":
+            # The cookie carries the admission's end, for outages (see
+            # _without_store): set at admission, renewed as it slides.
+            until = outcome.expires_ms
+            renew = renew or _pass_lags(who.until_ms, until)
+        visitors = self.gate.visitors
+        cookie = (
+            [visitors.set_cookie(room, outcome.visitor, who.user_hash, until, who.binding, place, seen)]
+            if renew
+            else []
+        )
+        if state == "active" or state == "pass":
+            scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self.gate)
+            return None, cookie
+        if state == "waiting" or state == "prequeue":
+            return self.gate.answers.line_page(room, outcome, as_json, scope), cookie
+        if state == "challenge":
+            return self.gate.answers.challenge(room, outcome, scope, as_json), []
+        if state == "limited":
+            retry = max(1, math.ceil(outcome.eta_ms / 1000))
+            return self.gate.answers.message("limited", room, scope, 429, as_json, retry), []
+        if state == "none":  # no place, and this request may not take one (a websocket)
+            return self.gate.answers.message("not_admitted", room, scope, 403, as_json), []
+        status = self.gate.settings.waiting_status
+        return self.gate.answers.message("closed", room, scope, status, as_json, 60), []
+
+    def copied_admission(self, room: Room, scope: Scope) -> Admission | None:
+        """The admission :meth:`decide` would find for an anonymous visitor
+        whose admission this process holds a coherent copy of (see
+        ``queuegate.admissions``) and whose cookie needs nothing renewed,
+        found without building what a full decision needs; else ``None``."""
+        if room.placeholders:
+            return None
+        found = self.gate.visitors.anonymous(room, scope)
+        if found is None:
+            return None
+        until = self.gate.store.admissions.admitted_until(room.name, found.visitor)
+        if until is None or _pass_lags(found.until_ms, until):
+            return None
+        return Admission(room.name, found.visitor, until, self.gate)
