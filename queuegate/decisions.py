@@ -151,9 +151,9 @@ class Decisions:
             return None, []
         return self.gate.answers.unavailable(room, scope, as_json), []
 
-    def _answer(
-        self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
-    ) -> tuple[Page | None, Headers]:
+    def cookie(self, room: Room, who: Visitor, asked: str, outcome: Outcome) -> Headers:
+        """The room's cookie for ``outcome``, the answer to ``who`` asking as
+        ``asked``, when it must be set or renewed; else none."""
         # A new place in line, a place taken over from another device, or a
         # newly signed-in user: a new cookie, whose age counts from now.
         renew = who.visitor is None or outcome.joined or outcome.visitor != asked or who.unbound
@@ -161,8 +161,9 @@ class Decisions:
         until = place = seen = 0
         if state == "waiting":
             # The cookie carries the place and when liveness was last
-            # recorded, for far-back polls (queuegate.farback): set with
-            # the place, renewed when a poll recorded liveness well after it.
+            # recorded, for polls answered from a view of the line
+            # (queuegate.farback): set with the place, renewed when a poll
+            # recorded liveness well after it.
             place, seen = outcome.place, outcome.seen_ms
             renew = renew or place != who.place or seen - who.seen_ms >= SEEN_RENEW_MS
         elif state == "active":
@@ -170,12 +171,16 @@ class Decisions:
             # _without_store): set at admission, renewed as it slides.
             until = outcome.expires_ms
             renew = renew or _pass_lags(who.until_ms, until)
+        if not renew:
+            return []
         visitors = self.gate.visitors
-        cookie = (
-            [visitors.set_cookie(room, outcome.visitor, who.user_hash, until, who.binding, place, seen)]
-            if renew
-            else []
-        )
+        return [visitors.set_cookie(room, outcome.visitor, who.user_hash, until, who.binding, place, seen)]
+
+    def _answer(
+        self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
+    ) -> tuple[Page | None, Headers]:
+        cookie = self.cookie(room, who, asked, outcome)
+        state = outcome.state
         if state == "active" or state == "pass":
             scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self.gate)
             return None, cookie

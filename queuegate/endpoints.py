@@ -150,7 +150,12 @@ class Endpoints:
         elif action == "stream":
             await self._stream(room, who, scope, receive, send)
         else:
-            await send_page(self._status_page(room, await self._place(room, who), scope), send)
+            outcome = await self._place(room, who)
+            # Renewed as a gated page's answer would be: the place and when
+            # liveness was last recorded (a poll from a view of the line
+            # reads them), a slid admission's end.
+            cookie = [] if outcome is None else self.gate.decisions.cookie(room, who, who.visitor, outcome)
+            await send_page(self._status_page(room, outcome, scope), send, cookie)
 
     async def _place(self, room: Room, who: Visitor) -> Outcome | None:
         """A visitor's place, never joining the line; None if Redis did not answer."""
@@ -162,6 +167,8 @@ class Endpoints:
                 join=False,
                 user_hash=who.user_hash,
                 user_ttl=self.gate.settings.cookie_max_age,
+                place=who.place,
+                seen_ms=who.seen_ms,
             )
         except StoreError as exc:
             self.gate.decisions.store_failed(room, exc)
@@ -182,6 +189,9 @@ class Endpoints:
 
         async def check() -> tuple[str, str, int, bool]:
             outcome = await self._place(room, who)
+            if outcome is not None and outcome.state == "waiting":
+                # What the cookie would say now (a stream cannot set it).
+                who.place, who.seen_ms = outcome.place, outcome.seen_ms
             data = self._status_page(room, outcome, scope).body.decode()
             if outcome is None:
                 return "unavailable", data, UNAVAILABLE_RETRY * 1000, True
