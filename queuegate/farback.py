@@ -1,9 +1,10 @@
-"""Visitors far from the front of the line: their polls answered in-process.
+"""Polls of waiting visitors answered from a view of the line.
 
-A poll of a waiting visitor costs Redis a call (``quick.lua``: their rank,
-the line's length, their liveness). Ten million waiting, polling every 20 s,
-would be 500,000 such calls a second on the one core that holds the room.
-Far from the front nothing a poll says needs to be exact to the visitor:
+A poll of a waiting visitor costs Redis a script call (``quick.lua``: their
+rank, the line's length, their liveness), about 15 µs. Ten million waiting,
+polling every 20 s, would be 500,000 such calls a second on the one core
+that holds the room. Far from the front nothing a poll says needs to be
+exact to the visitor:
 
 - **Their place** comes from a *view* of the line (``view.lua``): the
   arrival numbers at ranks 0.5 % apart, from the first rank the line cannot
@@ -22,11 +23,19 @@ Far from the front nothing a poll says needs to be exact to the visitor:
   recorded. A check-in also tells whether the visitor is still in the line;
   one who is not (removed, admitted) is answered by the full call.
 
+Nearer the front the rank is exact: two plain commands sent together ask
+Redis whether the room's snapshot holds (``quick_until`` not reached, the
+same settings: quick.lua's own condition, under which nothing moves the
+line without a call) and the visitor's rank (``ZRANK``); the estimate and
+poll interval for that rank come from the view's front samples (every rank
+up to 200, then 0.5 % apart), liveness as far back. A visitor no longer in
+the line (admitted, removed), or a room not settled, gets the full call.
+
 The rules stay in the scripts: the view's ranks, estimates and intervals,
 and how long liveness may go unrecorded, all come from them; this module
-only looks up and interpolates. Near the front, for a lottery, before an
-opening, in a closed room, for an identified user, or when no view fresh
-enough is at hand, every poll is the full call as before.
+only looks up and interpolates. For a lottery, before an opening, in a
+closed room, for an identified user, or when no view fresh enough is at
+hand, every poll is the full call as before.
 """
 
 from __future__ import annotations
@@ -64,27 +73,49 @@ class View:
 
     at_ms: int  # Redis time when it was built
     line: int
-    far: int  # the first far rank; -1: no far path in this room now
+    far: int  # the first far rank; -1: no far or front path in this room now
     record_after_ms: int  # how long liveness may go unrecorded; 0 = every poll
     ranks: tuple[int, ...]
     places: tuple[int, ...]  # the arrival numbers at those ranks
     etas: tuple[int, ...]
     polls: tuple[int, ...]
+    # Front samples (ranks before `far`) and the far ones: estimate and poll
+    # interval by rank, front to back.
+    all_ranks: tuple[int, ...] = ()
+    all_etas: tuple[int, ...] = ()
+    all_polls: tuple[int, ...] = ()
 
     @classmethod
     def parse(cls, reply: Sequence[Any]) -> View:
         numbers = [int(x) for x in reply]
-        at, line, far, record_after = numbers[:4]
-        samples = numbers[4:]
+        at, line, far, record_after, fronts = numbers[:5]
+        front, samples = numbers[5 : 5 + 3 * fronts], numbers[5 + 3 * fronts :]
+        ranks, etas, polls = samples[0::4], samples[2::4], samples[3::4]
         return cls(
             at,
             line,
             far,
             record_after,
-            tuple(samples[0::4]),
+            tuple(ranks),
             tuple(samples[1::4]),
-            tuple(samples[2::4]),
-            tuple(samples[3::4]),
+            tuple(etas),
+            tuple(polls),
+            tuple(front[0::3] + ranks),
+            tuple(front[1::3] + etas),
+            tuple(front[2::3] + polls),
+        )
+
+    def at(self, rank: int) -> tuple[int, int] | None:
+        """Estimate and poll interval at ``rank`` (exact at a sample, else
+        between its two neighbours'), or ``None`` past the view's last rank."""
+        ranks = self.all_ranks
+        if not ranks or rank > ranks[-1] or rank < 0:
+            return None
+        i = bisect.bisect_right(ranks, rank) - 1
+        if ranks[i] == rank:
+            return self.all_etas[i], self.all_polls[i]
+        return _between(rank, ranks[i], ranks[i + 1], self.all_etas[i], self.all_etas[i + 1]), min(
+            self.all_polls[i], self.all_polls[i + 1]
         )
 
     def spot(self, place: int) -> tuple[int, int, int] | None:
@@ -102,10 +133,16 @@ class View:
             return None  # both neighbours are samples: this place has left the line
         share = (place - places[i]) / (places[i + 1] - places[i])
         rank = min(high - 1, max(low + 1, low + round(share * (high - low))))
-        eta_low, eta_high = self.etas[i], self.etas[i + 1]
-        eta = -1 if eta_low < 0 or eta_high < 0 else round(eta_low + share * (eta_high - eta_low))
+        eta = _between(rank, low, high, self.etas[i], self.etas[i + 1])
         # The shorter interval of the two: never polling later than the page would.
         return rank, eta, min(self.polls[i], self.polls[i + 1])
+
+
+def _between(rank: int, low: int, high: int, eta_low: int, eta_high: int) -> int:
+    """The estimate at ``rank`` between two samples' (none if either has none)."""
+    if eta_low < 0 or eta_high < 0:
+        return -1
+    return round(eta_low + (rank - low) / (high - low) * (eta_high - eta_low))
 
 
 @dataclass
@@ -127,11 +164,13 @@ class FarBack:
         self,
         build: Callable[[Any, int | None], Awaitable[View]],
         check_in: Callable[[Any, Sequence[str], int | None], Awaitable[tuple[int, set[str]]]],
+        front_rank: Callable[[Any, str, int], Awaitable[int | None]],
         now_ms: Callable[[], int],
         max_age_ms: int,
     ) -> None:
         self._build = build
         self._check_in = check_in
+        self._front_rank = front_rank
         self._now_ms = now_ms
         self.max_age_ms = max_age_ms
         self._views: dict[str, View] = {}
@@ -139,6 +178,7 @@ class FarBack:
         self._batches: dict[str, _Batch] = {}
         self._flushing: set[asyncio.Task[None]] = set()
         self.answered = 0  # polls answered here
+        self.front_answered = 0  # of which near the front (an exact rank asked of Redis)
         self.checked_in = 0  # visitors whose liveness was recorded in batches
 
     async def answer(
@@ -156,8 +196,15 @@ class FarBack:
         if view is None or view.far < 0:
             return None
         found = view.spot(place)
+        front = found is None
         if found is None:
-            return None
+            # Nearer the front (or newer than the view): the exact rank, if
+            # the room is settled and the visitor still waits.
+            rank = await self._front_rank(room, visitor, now_ms)
+            at = None if rank is None else view.at(rank)
+            if rank is None or at is None:
+                return None
+            found = rank, *at
         rank, eta, poll = found
         if view.record_after_ms == 0 or now_ms - seen_ms >= view.record_after_ms:
             recorded = await self._record(name, room, visitor, now)
@@ -165,7 +212,8 @@ class FarBack:
                 return None  # not in the line any more: the full call says what happened
             seen_ms = recorded
         self.answered += 1
-        return FarAnswer(now_ms, rank, view.line, eta, poll, seen_ms)
+        self.front_answered += front
+        return FarAnswer(now_ms, rank, max(view.line, rank + 1), eta, poll, seen_ms)
 
     def forget(self, name: str) -> None:
         """Drop the view of a room (its settings changed, or its line)."""

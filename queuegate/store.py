@@ -102,6 +102,15 @@ SCRIPTS = {
 
 FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
 FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
+# A front poll's answer without a script stops this long (ms) before the
+# room's snapshot ends: this process's idea of Redis's time may lag a little.
+SETTLED_MARGIN_MS = 10
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a future's failure as seen (asyncio logs those nobody saw)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _text(value: Any) -> str:
@@ -159,7 +168,7 @@ class Store:
         # Polls of visitors far from the front, answered from a view of the
         # line (see queuegate.farback); far_from=None: every poll asks Redis.
         self.far_from = far_from
-        self.far_back = FarBack(self.view, self.check_in, self.redis_now_ms, FAR_MAX_AGE_MS)
+        self.far_back = FarBack(self.view, self.check_in, self.front_rank, self.redis_now_ms, FAR_MAX_AGE_MS)
         # Admissions this process was told of, kept coherent by Redis (a
         # room's new settings drop its view of the line too).
         self.admissions = LocalAdmissions(
@@ -402,6 +411,46 @@ class Store:
         if now is None:
             self._learn_clock(view.at_ms)
         return view
+
+    async def front_rank(self, room: RoomRef, visitor: str, now: int | None = None) -> int | None:
+        """The exact rank of ``visitor`` waiting in a settled room: quick.lua's
+        question (the room's snapshot holds at ``now``, taken with this room's
+        settings, and the visitor is in the line), asked with two plain
+        commands instead of a script. ``None`` when the answer is not that
+        simple: the full call answers then."""
+        if isinstance(room, str) or not room.defaults:
+            return None
+        keys = self._keys(room.name)
+        try:
+            (until, defaults), rank = await self._both(
+                self._encoded_settled(keys[4]), pack("ZRANK", keys[1], visitor), keys[0]
+            )
+        except (RedisError, OSError) as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        now_ms = self.redis_now_ms() + SETTLED_MARGIN_MS if now is None else now
+        if until is None or now_ms >= int(until) or defaults != self._encoded_defaults(room.defaults):
+            return None
+        return None if rank is None else int(rank)
+
+    async def _both(self, first: bytes, second: bytes, key: str) -> tuple[Any, Any]:
+        """The replies to two commands sent together (one round trip)."""
+        pipeline = self._pipeline
+        if isinstance(pipeline, ClusterPipelines):
+            one, two = await asyncio.gather(pipeline.send(first, key), pipeline.send(second, key))
+            return one, two
+        sent, also = pipeline.send(first), pipeline.send(second)
+        also.add_done_callback(_retrieve)  # if the first fails, nobody awaits the second
+        return await sent, await also
+
+    @staticmethod
+    @lru_cache(maxsize=1000)
+    def _encoded_settled(state_key: str) -> bytes:
+        return pack("HMGET", state_key, "quick_until", "defaults")
+
+    @staticmethod
+    @lru_cache(maxsize=100)
+    def _encoded_defaults(defaults: str) -> bytes:
+        return defaults.encode()
 
     async def check_in(
         self, room: RoomRef, visitors: Sequence[str], now: int | None = None

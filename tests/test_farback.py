@@ -26,7 +26,7 @@ JSON = {"accept": "application/json"}
 def test_a_place_between_two_samples_gets_a_rank_between_theirs() -> None:
     # Ranks 100, 110, 111; arrival numbers with gaps (people who left).
     samples = [100, 1000, 50_000, 2000, 110, 1030, 55_000, 2000, 111, 1031, 55_500, 1000]
-    view = View.parse([T0, 200, 100, 5000, *samples])
+    view = View.parse([T0, 200, 100, 5000, 0, *samples])
     assert view.spot(1000) == (100, 50_000, 2000)  # a sample itself
     rank, eta, poll = view.spot(1015)  # type: ignore[misc]
     assert 100 < rank < 110
@@ -36,9 +36,9 @@ def test_a_place_between_two_samples_gets_a_rank_between_theirs() -> None:
     assert view.spot(1032) is None  # newer than the view
     # Both neighbours are samples at adjacent ranks: nobody between them.
     assert view.spot(1030) == (110, 55_000, 2000)
-    gap = View.parse([T0, 10, 0, 0, 0, 7, 100, 1000, 1, 9, 200, 1000])
+    gap = View.parse([T0, 10, 0, 0, 0, 0, 7, 100, 1000, 1, 9, 200, 1000])
     assert gap.spot(8) is None  # left the line
-    unknown = View.parse([T0, 10, 0, 0, 0, 7, -1, 1000, 5, 20, 200, 1000])
+    unknown = View.parse([T0, 10, 0, 0, 0, 0, 7, -1, 1000, 5, 20, 200, 1000])
     assert unknown.spot(10) == (1, -1, 1000)  # no estimate at one end: none between
 
 
@@ -72,7 +72,7 @@ async def test_far_back_ranks_are_within_one_percent_of_the_true_rank(store: Sto
     leaving = set(rng.sample(visitors[1000:], 800)) | set(visitors[6000:6400])
     await asyncio.gather(*(store.leave(room, v, now=T0) for v in leaving))
     now = T0 + 1
-    checked = 0
+    checked = near = 0
     for visitor in rng.sample([v for v in visitors[10:] if v not in leaving], 1500):
         place = await _place(store, room, visitor)
         true_rank = await _rank(store, room, visitor)
@@ -86,9 +86,19 @@ async def test_far_back_ranks_are_within_one_percent_of_the_true_rank(store: Sto
             assert outcome.line == exact.line
             checked += 1
         else:
-            assert outcome.rank == true_rank  # near the front: the full call answered
+            # Near the front: the exact rank, asked of Redis; the estimate
+            # and poll interval the full call gives for it (every rank up to
+            # 200 is a sample; past it, between those of two samples 0.5 %
+            # apart: within 0.5 % and one refill of this room's, 1 s).
+            assert outcome.rank == true_rank
+            assert abs(outcome.eta_ms - exact.eta_ms) <= 0.005 * exact.eta_ms + 1000, (outcome, exact)
+            assert outcome.poll_ms <= exact.poll_ms
+            assert outcome.eta_ms == exact.eta_ms or true_rank > 200
+            near += 1
     assert checked > 1000
-    assert store.far_back.answered == checked
+    assert near > 50
+    assert store.far_back.answered == checked + near
+    assert store.far_back.front_answered == near
 
 
 async def test_far_back_answers_in_real_time_from_one_shared_view(redis_url: str) -> None:
@@ -209,6 +219,39 @@ async def test_the_cookie_carries_the_place_and_a_far_poll_asks_no_full_call(mak
     assert after - before <= 1  # no call per poll (a view may be rebuilt once)
     assert all(p.status_code == 503 and p.json()["position"] == position for p in polls)
     assert visitor == first.cookies["qg_sale"].split(".")[0].split("~")[0]
+
+
+async def test_the_pages_polls_near_the_front_ask_no_script(make_gate: MakeGate) -> None:
+    # What the waiting page polls: the status endpoint, with the cookie the
+    # gated page set. At the front, each poll asks Redis the exact rank with
+    # plain commands (no script call) while the room is settled; once the
+    # visitor is let in, the full call says so.
+    room = Room("sale", paths=["/checkout*"], rate=1, per=2.0, abandon=300.0)
+    gate = await make_gate(rooms=[room])
+    await gate.store.enter(room, "first")  # takes the bucket's one token
+    await gate.store.enter(room, "second")
+    async with client_for(gate) as client:
+        joined = await client.get("/checkout", headers=JSON)
+        assert joined.json()["position"] == 2
+        await client.get("/_queuegate/status/sale")  # a view is built meanwhile
+        await asyncio.sleep(0.05)
+        calls = await gate.store.client.info("commandstats")
+        before = calls.get("cmdstat_evalsha", {}).get("calls", 0)
+        polls = [await client.get("/_queuegate/status/sale") for _ in range(10)]
+        calls = await gate.store.client.info("commandstats")
+        after = calls.get("cmdstat_evalsha", {}).get("calls", 0)
+        assert gate.store.far_back.front_answered == 10
+        assert after - before <= 1  # no call per poll (a view may be rebuilt once)
+        assert [p.json()["position"] for p in polls] == [2] * 10
+        await gate.store.leave(room, "second")
+        assert (await client.get("/_queuegate/status/sale")).json()["position"] == 1  # exact, at once
+        # The refills let "second"'s successor in, then this visitor.
+        for _ in range(60):
+            answer = (await client.get("/_queuegate/status/sale")).json()
+            if answer["state"] != "waiting":
+                break
+            await asyncio.sleep(0.1)
+        assert answer["state"] == "active"
 
 
 @pytest.mark.parametrize("method", ["random"])

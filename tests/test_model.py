@@ -109,6 +109,7 @@ class LineMachine(RuleBasedStateMachine):
     url = ""  # the test server, set by the test
     quick_answers = 0  # polls answered from the room's snapshot (poll.lua)
     far_answers = 0  # polls answered from a view of the line (queuegate.farback)
+    front_answers = 0  # of which near the front (the rank by ZRANK, no script)
 
     def __init__(self) -> None:
         super().__init__()
@@ -148,7 +149,7 @@ class LineMachine(RuleBasedStateMachine):
         # while they wait, and after they left or were admitted too), or as
         # a client that does not keep it.
         place, seen = self.cookies.get(visitor, (0, 0)) if cookie else (0, 0)
-        answered = self.store.far_back.answered
+        answered, front = self.store.far_back.answered, self.store.far_back.front_answered
         now = self.model.now
         outcome = self.run(self.store.enter(self.room, visitor, now=now, place=place, seen_ms=seen))
         far = self.store.far_back.answered > answered
@@ -165,6 +166,7 @@ class LineMachine(RuleBasedStateMachine):
             assert again.place == outcome.place
             LineMachine.quick_answers += quick and not far
             LineMachine.far_answers += far
+            LineMachine.front_answers += self.store.far_back.front_answered > front
 
     @rule(ms=st.sampled_from([1, 400, 999, 1000, 1700, 3000]))
     def time_passes(self, ms: int) -> None:
@@ -227,3 +229,5 @@ def test_scripts_follow_the_model(redis_url: str) -> None:
     runner("runTest").runTest()
     assert LineMachine.quick_answers > 0  # the quick path was taken, and checked
     assert LineMachine.far_answers > 0  # and the far-back path
+    assert LineMachine.front_answers > 0  # and its front path
+    assert LineMachine.far_answers > LineMachine.front_answers  # and its far one

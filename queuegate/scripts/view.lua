@@ -18,10 +18,19 @@
 -- calls within half of ARGV[5] with the same ARGV get the stored one.
 -- configure, drain and the health controller's changes drop it.
 --
+-- Nearer the front than the first far rank, a poll learns the visitor's
+-- exact rank from Redis (ZRANK, no script) while the room's snapshot holds
+-- (see snapshot() in advance.lua: until then nothing would move the line
+-- without a call), as quick.lua does; its estimate and poll interval come
+-- from front samples: every rank up to 200, then ranks 0.5 % apart, each
+-- with estimate.lua's figures for that rank (within 0.5 % between two).
+--
 -- Returns a flat list: Redis time when built, the line's length, the first
--- far rank (-1: no far path in this room now), how long (ms) a far-back
--- visitor's liveness may go unrecorded, then rank, arrival number, eta_ms,
--- poll_ms of each sample, front to back (the last is the line's last).
+-- far rank (-1: no far or front path in this room now), how long (ms) a
+-- polling visitor's liveness may go unrecorded, the number of front
+-- samples, then rank, eta_ms, poll_ms of each front sample, then rank,
+-- arrival number, eta_ms, poll_ms of each far sample, front to back (the
+-- last is the line's last).
 
 local SPACING = 1.005
 local STALENESS = 200 -- the line's movement during the view is under 1/STALENESS of a far rank
@@ -53,7 +62,7 @@ local function moves()
   return most
 end
 
-local view = {now, line, -1, 0}
+local view = {now, line, -1, 0, 0}
 local most = moves()
 if method == 'fifo' and not prequeue and most >= 0 and status ~= 'closed' and status ~= 'passthrough' then
   local far = math.max(far_from, STALENESS * most)
@@ -67,7 +76,19 @@ if method == 'fifo' and not prequeue and most >= 0 and status ~= 'closed' and st
   if abandon > 0 then view[4] = math.max(0, math.floor(abandon / 3) - every - max_age) end
   local staying, count, quiet = crowd()
   local function known() return staying, count, quiet end
-  local rank = far
+  local function next_rank(rank, last) return math.min(last, math.floor(rank * SPACING) + 1) end
+  local last_front = math.min(far, line) - 1
+  local rank = 0
+  while rank <= last_front do
+    local wait = estimate(rank, r, known)
+    view[#view + 1] = rank
+    view[#view + 1] = wait
+    view[#view + 1] = poll_after(wait, abandon)
+    view[5] = view[5] + 1
+    if rank == last_front then break end
+    rank = next_rank(rank, last_front)
+  end
+  rank = far
   while rank < line do
     local at = redis.call('ZRANGE', KEYS[2], rank, rank, 'WITHSCORES')
     local wait = estimate(rank, r, known)
@@ -76,7 +97,7 @@ if method == 'fifo' and not prequeue and most >= 0 and status ~= 'closed' and st
     view[#view + 1] = wait
     view[#view + 1] = poll_after(wait, abandon)
     if rank == line - 1 then break end
-    rank = math.min(line - 1, math.floor(rank * SPACING) + 1)
+    rank = next_rank(rank, line - 1)
   end
 end
 
