@@ -130,6 +130,7 @@ class Decisions:
                 proof=proof,
                 place=who.place,
                 seen_ms=who.seen_ms,
+                new=who.visitor is None,
             )
         except StoreError as exc:
             self.store_failed(room, exc)

@@ -25,6 +25,7 @@ from .analytics import summarise
 from .challenges import Proof
 from .connections import Client, connect, redacted
 from .farback import FarBack, View
+from .joins import Joins
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
 from .scripts import source
 from .settings import ConfigError, Room, check_room_setting
@@ -85,12 +86,15 @@ SCRIPTS = {
         "liveness",
         "inside",
         "estimate",
+        "waiting",
         "quick",
         "analytics",
+        "newcomers",
         "quick_join",
         "advance",
         "enter",
     ),
+    "join": ("clock", "liveness", "estimate", "waiting", "analytics", "newcomers", "join"),
     "remove": ("clock", "liveness", "estimate", "analytics", "advance", "remove"),
     "stats": ("clock", "liveness", "estimate", "analytics", "advance", "stats"),
     "configure": ("clock", "liveness", "estimate", "analytics", "advance", "configure"),
@@ -99,6 +103,8 @@ SCRIPTS = {
     "view": ("clock", "liveness", "estimate", "analytics", "advance", "view"),
     "checkin": ("clock", "liveness", "checkin"),
 }
+
+SEEDING = frozenset(name for name, parts in SCRIPTS.items() if "advance" in parts)
 
 FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
 FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
@@ -175,6 +181,8 @@ class Store:
             client, prefix, self.redis_now_ms, enabled=local_admissions, on_reset=self.far_back.forget
         )
         self._admissions_started = False
+        # Newcomers' joins of one loop turn, sent in one call.
+        self.joins = Joins(self.join_many)
 
     def _command(self, script: str, room: str, extra_keys: Sequence[str], args: Sequence[str]) -> bytes:
         # Everything up to the room's own keys is the same call after call,
@@ -269,7 +277,9 @@ class Store:
         # On the path of every gated request: one coroutine between the
         # caller and the reply (each await level costs on the way back too).
         name, defaults = (room, "") if isinstance(room, str) else (room.name, room.defaults)
-        seed = "" if name in self._seeded else self._seed_offer()
+        # The room's lottery seed is offered until a call that stores it
+        # (one that runs advance.lua) has gone through.
+        seed = "" if name in self._seeded or script not in SEEDING else self._seed_offer()
         if now is not None:
             clock = str(now)
         else:
@@ -311,6 +321,7 @@ class Store:
         proof: Proof | None = None,
         place: int = 0,
         seen_ms: int = 0,
+        new: bool = False,
         now: int | None = None,
     ) -> Outcome:
         """A request from ``visitor``: pass, wait (joining if new), or closed.
@@ -322,8 +333,14 @@ class Store:
         (and is spent if it does). ``place`` and ``seen_ms``, from the
         visitor's cookie (the arrival number and last recorded liveness of
         an earlier answer), let a poll from far back be answered without a
-        call (see ``queuegate.farback``)."""
+        call (see ``queuegate.farback``). ``new``: ``visitor`` is a fresh
+        random id Redis has never seen; its join may share a call with
+        others (see ``queuegate.joins``)."""
         name = room if isinstance(room, str) else room.name
+        if new and join and user_hash is None and proof is None and now is None and not isinstance(room, str):
+            joined = await self.joins.join(room, visitor, client)
+            if joined is not None:
+                return joined  # type: ignore[no-any-return]
         if user_hash is None and now is None:
             # Admitted, as this process was told, and not revoked since.
             until = self.admissions.admitted_until(name, visitor)
@@ -355,6 +372,27 @@ class Store:
             args += [str(proof.expires_ms), str(proof.difficulty)]
         sent_at = time.monotonic()
         reply = await self._call("enter", room, now, *args, extra_keys=extra)
+        return self._outcome(reply, name, now, sent_at)
+
+    async def join_many(
+        self, room: Room, joins: Sequence[tuple[str, str]], *, now: int | None = None
+    ) -> list[Outcome] | None:
+        """New visitors join together (join.lua): ``joins`` are (visitor id,
+        client address) of visitors Redis has never seen, in arrival order.
+        Returns the answers to the first of them, in order, as ``enter``
+        would give them one by one, the rest being for ``enter``; or
+        ``None`` when the room is not settled (all are for ``enter``)."""
+        base = self._base(room.name)
+        keys = tuple(base + "client:" + client for _, client in joins)
+        args = [arg for visitor, client in joins for arg in (visitor, "1" if client else "")]
+        sent_at = time.monotonic()
+        reply = await self._call("join", room, now, *args, extra_keys=keys)
+        if reply[0] != 1:
+            return None
+        return [self._outcome(answer, room.name, now, sent_at) for answer in reply[1:]]
+
+    def _outcome(self, reply: Sequence[Any], name: str, now: int | None, sent_at: float) -> Outcome:
+        """An answer of enter.lua (or join.lua) as an Outcome."""
         state, now_ms, who = _text(reply[0]), int(reply[1]), _text(reply[2])
         if now is None:
             self._learn_clock(now_ms)
@@ -599,6 +637,7 @@ class Store:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
+        await self.joins.aclose()
         await self.far_back.aclose()
         await self.admissions.aclose()
         await self._pipeline.aclose()

@@ -167,6 +167,17 @@ local function analytics_gave_up(seq, last)
   end
 end
 
+-- How many places behind a joining visitor the slope between checkpoints
+-- is measured: a lottery shows half the line.
+local function slope_step(method)
+  return method == 'random' and CHECKPOINT_EVERY / 2 or CHECKPOINT_EVERY
+end
+
+-- Whether a join with arrival number `seq` takes a checkpoint now.
+local function takes_checkpoint(seq)
+  return cp_at == nil or now - cp_at >= CHECKPOINT_MS or seq % CHECKPOINT_EVERY == 0
+end
+
 -- A visitor joined the line with arrival number `seq` and was told
 -- `estimate` (ms, -1 = none); `later()` gives the estimate of one joining
 -- CHECKPOINT_EVERY places behind them now (the slope between checkpoints).
@@ -174,7 +185,7 @@ end
 -- the first join CHECKPOINT_MS after the last one.
 local function analytics_joined(seq, estimate, later)
   an_count('an_j', 1)
-  if cp_at ~= nil and now - cp_at < CHECKPOINT_MS and seq % CHECKPOINT_EVERY ~= 0 then return end
+  if not takes_checkpoint(seq) then return end
   local slope = -1
   if estimate >= 0 then
     local behind = later()

@@ -86,7 +86,7 @@ else
       result = {'none', now, id}
     elseif challenge > 0 and not proven() then
       result = {'challenge', now, id, challenge}
-    elseif over_client_limit(client_limit) then
+    elseif over_client_limit(client_limit, KEYS[6], ARGV[7]) then
       result = {'limited', now, id, redis.call('PTTL', KEYS[6])}
     elseif count == 0 and status == 'open' and not prequeue and room_for(1) > 0 then
       -- Nobody waits and there is room: straight in.
@@ -112,8 +112,7 @@ else
       local wait = eta(ahead)
       result = {'waiting', now, id, rank, count, wait, poll_after(wait, abandon), joined, method, seq}
       if joined == 1 then
-        local step = method == 'random' and 50 or 100 -- a lottery shows half the line
-        analytics_joined(seq, wait, function() return eta(ahead + step) end)
+        analytics_joined(seq, wait, function() return eta(ahead + slope_step(method)) end)
       end
     end
   end

@@ -4,32 +4,13 @@
 -- rank, and the estimate comes from the figures that call left, by the same
 -- rule (estimate.lua). The poll still proves the visitor is here. A
 -- newcomer's join is answered by quick_join.lua, after analytics.lua, whose
--- set-up a poll skips. Runs after inside.lua and estimate.lua, before
+-- set-up a poll skips. Runs after inside.lua and waiting.lua, before
 -- analytics.lua and advance.lua; the KEYS and ARGV are enter's.
 --
 -- Only for calls from the app (ARGV[2], the defaults, given, and the same
 -- as stored) without a user (ARGV[6] empty), by a visitor in the line.
 -- Returns {'waiting', now, id, rank, count, eta_ms, poll_ms, joined, method,
 -- arrival number} as enter does. Anything else goes on to the full call.
-
--- A new place costs the client one of its `limit` places a minute, so one
--- client cannot fill the line. Nothing is counted when none is left.
-local function over_client_limit(limit)
-  if limit <= 0 or ARGV[7] ~= '1' then return false end
-  local taken = redis.call('INCR', KEYS[6])
-  if taken == 1 then redis.call('PEXPIRE', KEYS[6], 60000) end
-  return taken > limit
-end
-
--- enter's answer for a visitor waiting at `rank` in a line of `line`.
-local function quick_waiting(r, rank, line, joined, place)
-  local ahead = rank
-  if r.method == 'random' then ahead = math.floor((line - 1) / 2) end
-  local wait = estimate(ahead, r, function()
-    return r.staying, line, quiet_since(now - r.abandon / 3)
-  end)
-  return {'waiting', now, ARGV[4], rank, line, wait, poll_after(wait, r.abandon), joined, r.method, place}
-end
 
 -- The snapshot's figures and the last analytics checkpoint, when this call
 -- is a join quick_join.lua may answer: a room without a challenge, a
@@ -44,7 +25,7 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
     if rank then
       seen_now(ARGV[4])
       local place = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]))
-      return quick_waiting(r, rank, redis.call('ZCARD', KEYS[2]), 0, place)
+      return quick_waiting(r, ARGV[4], rank, redis.call('ZCARD', KEYS[2]), 0, place, quiet_counter(r.abandon))
     elseif ARGV[5] == '1' and held_until == nil and r.challenge == 0 then
       quick_join = {r = r, cp_at = tonumber(got[4])}
     end

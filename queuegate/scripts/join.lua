@@ -1,0 +1,23 @@
+-- join: newcomers one app process sends together (queuegate/joins.py), by
+-- newcomers.lua's rule, into a settled room. The KEYS and ARGV up to
+-- ARGV[3] are every script's (see advance.lua), then:
+--
+-- KEYS[6..] each newcomer's client key (qg:{room}:client:<address>)
+-- ARGV[4..] each newcomer's visitor id, then '1' when their client key
+--           names a real client ('' = none), in arrival order
+--
+-- Returns 1 and the newcomers' answers, in order (see newcomers.lua); or 0
+-- alone when the room is not settled, was settled with other settings, or
+-- asks a proof of work for a new place: then each is for the full call
+-- (enter), one by one.
+
+local got = redis.call('HMGET', KEYS[5], 'quick_until', 'defaults', 'quick', 'an_cp_at')
+if ARGV[2] == '' or not got[1] or now >= tonumber(got[1]) or got[2] ~= ARGV[2] then return {0} end
+local r = cmsgpack.unpack(got[3])
+if r.challenge ~= 0 then return {0} end
+local joins = {}
+for i = 6, #KEYS do joins[#joins + 1] = {ARGV[2 * i - 8], KEYS[i], ARGV[2 * i - 7]} end
+cp_at = tonumber(got[4])
+local answers = join_quickly(r, joins)
+table.insert(answers, 1, 1)
+return answers

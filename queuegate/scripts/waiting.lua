@@ -1,0 +1,37 @@
+-- waiting: the answers the quick paths give (quick.lua, newcomers.lua), and
+-- the limit on new places per client that every join obeys (enter.lua
+-- too). Runs after estimate.lua.
+
+-- A new place costs the client one of its `limit` places a minute, so one
+-- client cannot fill the line. `key` counts the client's places this
+-- minute; `counted` is '1' when it names a real client. Nothing is counted
+-- when none is left.
+local function over_client_limit(limit, key, counted)
+  if limit <= 0 or counted ~= '1' then return false end
+  local taken = redis.call('INCR', key)
+  if taken == 1 then redis.call('PEXPIRE', key, 60000) end
+  return taken > limit
+end
+
+-- enter's answer for visitor `id` waiting at `rank` in a line of `line`,
+-- from the snapshot's figures `r`; quiet() counts the waiting visitors
+-- silent for a third of `abandon` (asked only when the estimate needs it).
+-- Also returns behind(step): the estimate, by the same figures, of a
+-- visitor `step` places further back.
+local function quick_waiting(r, id, rank, line, joined, place, quiet)
+  local ahead = rank
+  if r.method == 'random' then ahead = math.floor((line - 1) / 2) end
+  local function crowd() return r.staying, line, quiet() end
+  local wait = estimate(ahead, r, crowd)
+  local answer = {'waiting', now, id, rank, line, wait, poll_after(wait, r.abandon), joined, r.method, place}
+  return answer, function(step) return estimate(ahead + step, r, crowd) end
+end
+
+-- quiet() for quick_waiting, asked of Redis at most once a call.
+local function quiet_counter(abandon)
+  local quiet
+  return function()
+    if quiet == nil then quiet = quiet_since(now - abandon / 3) end
+    return quiet
+  end
+end

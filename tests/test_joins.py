@@ -1,0 +1,208 @@
+"""Newcomers sent together (queuegate.joins, join.lua, newcomers.lua): a
+batch of joins must get exactly the answers, and leave exactly the room,
+that the same joins would get from the full path one by one.
+
+The machine below drives two rooms of the same shape in lockstep: in one,
+newcomers arrive in batches of random sizes (the answers a batch leaves go
+to the full call, in order, as the store does); in the other each joins
+through the full path (its snapshot deleted before every call). Polls,
+releases, setting changes and time passing come between. Every answer, the
+rooms' numbers, their lines and their analytics must be the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from queuegate import Room, Store
+from queuegate.store import Outcome, connect
+
+from .conftest import MakeGate, client_for
+
+T = TypeVar("T")
+T0 = 1_700_000_000_000
+_rooms = itertools.count()
+
+
+class JoinMachine(RuleBasedStateMachine):
+    url = ""
+    batched = 0  # joins answered by a shared call, and matched
+    shared = 0  # calls that answered two joins or more
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.store = Store(connect(JoinMachine.url, 5.0))
+        self.now = T0
+        self.rooms: tuple[Room, Room]
+        self.visitors: list[str] = []
+        self.ids = itertools.count()
+
+    def run(self, coroutine: Awaitable[T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+    @initialize(
+        rate=st.integers(0, 3),
+        capacity=st.integers(0, 3),
+        abandon=st.sampled_from([0.0, 2.5]),
+        forget=st.sampled_from([0.0, 3.0]),
+        client_limit=st.sampled_from([0, 4]),
+        challenge=st.sampled_from([0, 0, 0, 5]),
+    )
+    def make_rooms(
+        self, rate: int, capacity: int, abandon: float, forget: float, client_limit: int, challenge: int
+    ) -> None:
+        n = next(_rooms)
+        shape = dict(
+            paths=["/x"], rate=rate or (0 if capacity else 1), per=1.0, capacity=capacity, session=2.0,
+            abandon=abandon, forget=forget, client_limit=client_limit, challenge=challenge,
+        )  # fmt: skip
+        self.rooms = (Room(f"joins{n}b", **shape), Room(f"joins{n}f", **shape))  # type: ignore[arg-type]
+        for room in self.rooms:  # the same seed in both
+            self.run(self.store.configure(room, seed="the same seed", now=self.now))
+
+    def full(self, call: Any) -> Any:
+        """``call`` on the second room, on the full path."""
+        room = self.rooms[1]
+        self.run(self.store.client.hdel(self.store.keys(room.name)[4], "quick", "quick_until"))
+        return self.run(call(room))
+
+    @rule(
+        clients=st.lists(st.sampled_from(["a", "b", "c", ""]), min_size=1, max_size=12),
+    )
+    def newcomers(self, clients: list[str]) -> None:
+        joins = [(f"n{next(self.ids):04d}", client) for client in clients]
+        batched = self.rooms[0]
+        answers = self.run(self.store.join_many(batched, joins, now=self.now)) or []
+        JoinMachine.batched += len(answers)
+        JoinMachine.shared += len(answers) >= 2
+        for visitor, client in joins[len(answers) :]:
+            answers.append(self.run(self.store.enter(batched, visitor, client=client, now=self.now)))
+        expected = [
+            self.full(lambda room, v=v, c=c: self.store.enter(room, v, client=c, now=self.now))
+            for v, c in joins
+        ]
+        assert [_answer(a) for a in answers] == [_answer(e) for e in expected]
+        self.visitors += [v for v, _ in joins]
+
+    @rule(data=st.data())
+    def visit(self, data: st.DataObject) -> None:
+        if not self.visitors:
+            return
+        visitor = data.draw(st.sampled_from(self.visitors))
+        got = self.run(self.store.enter(self.rooms[0], visitor, now=self.now))
+        expected = self.full(lambda room: self.store.enter(room, visitor, now=self.now))
+        assert _answer(got) == _answer(expected)
+
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        if not self.visitors:
+            return
+        visitor = data.draw(st.sampled_from(self.visitors))
+        got = self.run(self.store.release(self.rooms[0], visitor, now=self.now))
+        assert got == self.full(lambda room: self.store.release(room, visitor, now=self.now))
+
+    @rule(ms=st.sampled_from([1, 300, 999, 1000, 1600, 2600]))
+    def time_passes(self, ms: int) -> None:
+        self.now += ms
+
+    @rule(status=st.sampled_from(["open", "paused", "queue_all"]))
+    def configure(self, status: str) -> None:
+        self.run(self.store.configure(self.rooms[0], status=status, now=self.now))
+        self.full(lambda room: self.store.configure(room, status=status, now=self.now))
+
+    @invariant()
+    def the_rooms_agree(self) -> None:
+        if not hasattr(self, "rooms"):
+            return
+        batched = self.run(self.store.stats(self.rooms[0], now=self.now))
+        assert batched == self.full(lambda room: self.store.stats(room, now=self.now))
+        lines = [self.run(self.store.visitors(room, 100)) for room in self.rooms]
+        assert lines[0] == lines[1]
+        analytics = [self.run(self.store.analytics(room)) for room in self.rooms]
+        assert analytics[0] == analytics[1]
+        keys = [self.store._base(room.name) + "arrivals" for room in self.rooms]
+        arrivals = [self.run(self.store.client.zrange(key, 0, -1, withscores=True)) for key in keys]
+        assert arrivals[0] == arrivals[1]
+
+    def teardown(self) -> None:
+        self.run(self.store.aclose())
+        self.loop.close()
+
+
+def _answer(outcome: Outcome) -> dict[str, Any]:
+    answer = dataclasses.asdict(outcome)
+    if outcome.state == "limited":  # a real-time TTL, read a moment apart
+        answer["eta_ms"] = outcome.eta_ms > 0
+    return answer
+
+
+def test_joins_sent_together_are_joins_one_by_one(redis_url: str) -> None:
+    JoinMachine.url = redis_url
+    runner = JoinMachine.TestCase
+    runner.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
+    runner("runTest").runTest()
+    assert JoinMachine.batched > 0  # the shared call answered joins, and they matched
+    assert JoinMachine.shared > 0  # several in one call
+
+
+@pytest.mark.anyio
+async def test_newcomers_arriving_together_share_a_call(make_gate: MakeGate) -> None:
+    # Through the gate: 40 newcomers at once, each from its own client, in a
+    # settled room; they get places 1..40 (after the one let in), far fewer
+    # calls than joins, and the line holds each of them once.
+    room = Room("drop", paths=["/drop"], rate=1, per=3600.0, client_limit=2)
+    gate = await make_gate(rooms=[room], trusted_proxies=["127.0.0.1"])
+    await gate.store.enter(room, "first")
+    await gate.store.enter(room, "second")  # the room is settled now
+    calls = await gate.store.client.info("commandstats")
+    before = calls.get("cmdstat_evalsha", {}).get("calls", 0)
+
+    async def newcomer(i: int) -> int:
+        async with client_for(gate) as client:
+            headers = {"accept": "application/json", "x-forwarded-for": f"203.0.113.{i}"}
+            answer = await client.get("/drop", headers=headers)
+            assert answer.status_code == 503
+            assert "qg_drop" in answer.cookies
+            return int(answer.json()["position"])
+
+    positions = await asyncio.gather(*(newcomer(i) for i in range(40)))
+    calls = await gate.store.client.info("commandstats")
+    after = calls.get("cmdstat_evalsha", {}).get("calls", 0)
+    assert sorted(positions) == list(range(2, 42))
+    assert gate.store.joins.answered == 40
+    assert after - before < 20
+    line = await gate.store.visitors(room, 100)
+    assert len(line["waiting"]) == 41
+
+
+@pytest.mark.anyio
+async def test_joins_sent_together_take_the_checkpoints_one_by_one_would(store: Store) -> None:
+    room = Room("checkpoints", paths=["/x"], rate=1, per=3600.0, client_limit=0)
+    await store.enter(room, "first", now=T0)  # let in
+    await store.enter(room, "second", now=T0)  # arrival number 1, the first checkpoint
+    joins = [(f"n{i:03d}", "") for i in range(101)]
+    answers = await store.join_many(room, joins[:100], now=T0 + 1)
+    assert answers is not None
+    assert [a.place for a in answers] == list(range(2, 102))
+    assert [a.rank for a in answers] == list(range(1, 101))
+    arrivals = await store.client.zrange(store._base(room.name) + "arrivals", 0, -1, withscores=True)
+    assert [pair[1] for pair in arrivals] == [1.0, 100.0]  # every hundredth
+    # A second later, the first join takes one by time.
+    later = await store.join_many(room, joins[100:], now=T0 + 1001)
+    assert later is not None
+    assert later[0].place == 102
+    arrivals = await store.client.zrange(store._base(room.name) + "arrivals", 0, -1, withscores=True)
+    assert [pair[1] for pair in arrivals] == [1.0, 100.0, 102.0]
+    # A room that is not settled answers none: they are for the full call.
+    await store.configure(room, status="paused", now=T0 + 1001)
+    assert await store.join_many(room, [("n999", "")], now=T0 + 1001) is None
