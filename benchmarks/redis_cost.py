@@ -4,8 +4,9 @@
 
 A private Redis; one room filled with ``--waiting`` visitors (nobody is let
 in: one admission an hour); then ``--calls`` status polls of visitors at the
-front, in the middle and at the back of the line, and ``--calls`` joins of
-new visitors. The figure is Redis's own account of the time it spent in the
+front, in the middle and at the back of the line, ``--calls`` joins of
+new visitors, and as many joined 16 to a call (``join_together_us``, per
+join: how a busy process sends them, see ``queuegate.joins``). The figure is Redis's own account of the time it spent in the
 script calls (``INFO commandstats``: ``usec`` over ``calls`` of EVALSHA),
 so the app's process and the network are not in it. It moves with the
 machine's speed: compare figures of one run, or against ``--baseline``
@@ -65,6 +66,18 @@ async def measure(url: str, waiting: int, calls: int) -> dict[str, float]:
     report["join_us"] = round(
         await per_call(client, [store.enter(ROOM, f"n{i:012d}") for i in range(calls)]), 2
     )
+    # Joins sent together (queuegate.joins): 16 newcomers a call, as a busy
+    # process sends them; µs per join.
+    together = 16
+    calls_before = await evalsha_usec(client)
+    joins = [
+        store.join_many(ROOM, [(f"t{i:08d}{j:02d}", "") for j in range(together)])
+        for i in range(calls // together)
+    ]
+    for start in range(0, len(joins), CONCURRENCY):
+        await asyncio.gather(*joins[start : start + CONCURRENCY])
+    calls_after = await evalsha_usec(client)
+    report["join_together_us"] = round((calls_after[1] - calls_before[1]) / (calls // together * together), 2)
     sha = await client.script_load("return 1")
     report["baseline_us"] = round(await per_call(client, [client.evalsha(sha, 0) for _ in range(calls)]), 2)
     await store.aclose()
