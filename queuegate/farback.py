@@ -51,7 +51,9 @@ __all__ = ["FarAnswer", "FarBack", "View"]
 
 logger = logging.getLogger("queuegate")
 
-BATCH_DELAY = 0.002  # seconds a check-in waits for others to share its call
+# Seconds a check-in waits for others to share its call, while one of the
+# room's is in flight; with none in flight, it goes at the end of the loop turn.
+BATCH_DELAY = 0.002
 MAX_BATCH = 500  # visitors in one check-in call
 
 
@@ -177,6 +179,7 @@ class FarBack:
         self._building: dict[str, asyncio.Task[None]] = {}
         self._batches: dict[str, _Batch] = {}
         self._flushing: set[asyncio.Task[None]] = set()
+        self._checking: dict[str, int] = {}  # room -> check-ins sent and not answered
         self.answered = 0  # polls answered here
         self.front_answered = 0  # of which near the front (an exact rank asked of Redis)
         self.checked_in = 0  # visitors whose liveness was recorded in batches
@@ -247,7 +250,11 @@ class FarBack:
         batch = self._batches.get(name)
         if batch is None:
             batch = self._batches[name] = _Batch(room, {})
-            asyncio.get_running_loop().call_later(BATCH_DELAY, self._flush, name, batch)
+            loop = asyncio.get_running_loop()
+            if self._checking.get(name):
+                loop.call_later(BATCH_DELAY, self._flush, name, batch)
+            else:
+                loop.call_soon(self._flush, name, batch)
         waiter = batch.waiters.get(visitor)
         if waiter is None:
             waiter = batch.waiters[visitor] = asyncio.get_running_loop().create_future()
@@ -259,25 +266,39 @@ class FarBack:
         if self._batches.get(name) is not batch:
             return  # flushed already (it filled up)
         del self._batches[name]
-        task = asyncio.ensure_future(self._send(batch))
+        self._checking[name] = self._checking.get(name, 0) + 1
+        task = asyncio.ensure_future(self._send(name, batch))
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)
 
-    async def _send(self, batch: _Batch) -> None:
+    async def _send(self, name: str, batch: _Batch) -> None:
         waiters = batch.waiters
         try:
             recorded, gone = await self._check_in(batch.room, list(waiters), None)
         except BaseException as exc:
+            self._checked(name)
             for waiter in waiters.values():
                 if not waiter.done():
                     waiter.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
+        self._checked(name)
         self.checked_in += len(waiters) - len(gone)
         for visitor, waiter in waiters.items():
             if not waiter.done():
                 waiter.set_result(None if visitor in gone else recorded)
+
+    def _checked(self, name: str) -> None:
+        """A check-in of the room's came back: those waiting for it go now."""
+        left = self._checking[name] - 1
+        if left:
+            self._checking[name] = left
+        else:
+            del self._checking[name]
+        batch = self._batches.get(name)
+        if batch is not None:
+            self._flush(name, batch)
 
     async def aclose(self) -> None:
         for task in [*self._building.values(), *self._flushing]:
