@@ -6,9 +6,10 @@ A private Redis; one room filled with ``--waiting`` visitors (nobody is let
 in: one admission an hour); then ``--calls`` status polls of visitors at the
 front, in the middle and at the back of the line, ``--calls`` joins of
 new visitors, and as many joined 16 to a call (``join_together_us``, per
-join: how a busy process sends them, see ``queuegate.joins``). The figure is Redis's own account of the time it spent in the
-script calls (``INFO commandstats``: ``usec`` over ``calls`` of EVALSHA),
-so the app's process and the network are not in it. It moves with the
+join: how a busy process sends them, see ``queuegate.joins``). The figure
+is Redis's own account of the time it spent in the script calls (``INFO
+commandstats``: ``usec`` over ``calls`` of EVALSHA), so the app's process
+and the network are not in it. It moves with the
 machine's speed: compare figures of one run, or against ``--baseline``
 (the cost of ``EVALSHA`` of a script that only returns, on the same server).
 """
