@@ -47,12 +47,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .coalescing import Coalescer
+
 __all__ = ["FarAnswer", "FarBack", "View"]
 
 logger = logging.getLogger("queuegate")
 
 # Seconds a check-in waits for others to share its call, while one of the
-# room's is in flight; with none in flight, it goes at the end of the loop turn.
+# room's is in flight (see queuegate.coalescing).
 BATCH_DELAY = 0.002
 MAX_BATCH = 500  # visitors in one check-in call
 
@@ -147,12 +149,6 @@ def _between(rank: int, low: int, high: int, eta_low: int, eta_high: int) -> int
     return round(eta_low + (rank - low) / (high - low) * (eta_high - eta_low))
 
 
-@dataclass
-class _Batch:
-    room: Any
-    waiters: dict[str, asyncio.Future[int | None]]
-
-
 class FarBack:
     """One process's views of its rooms' lines and its pending check-ins.
 
@@ -177,9 +173,8 @@ class FarBack:
         self.max_age_ms = max_age_ms
         self._views: dict[str, View] = {}
         self._building: dict[str, asyncio.Task[None]] = {}
-        self._batches: dict[str, _Batch] = {}
-        self._flushing: set[asyncio.Task[None]] = set()
-        self._checking: dict[str, int] = {}  # room -> check-ins sent and not answered
+        # Check-ins of a room that come together share one call.
+        self._check_ins: Coalescer[str, int | None] = Coalescer(self._send_check_ins, BATCH_DELAY, MAX_BATCH)
         self.answered = 0  # polls answered here
         self.front_answered = 0  # of which near the front (an exact rank asked of Redis)
         self.checked_in = 0  # visitors whose liveness was recorded in batches
@@ -247,60 +242,15 @@ class FarBack:
                 return None
             self.checked_in += 1
             return recorded
-        batch = self._batches.get(name)
-        if batch is None:
-            batch = self._batches[name] = _Batch(room, {})
-            loop = asyncio.get_running_loop()
-            if self._checking.get(name):
-                loop.call_later(BATCH_DELAY, self._flush, name, batch)
-            else:
-                loop.call_soon(self._flush, name, batch)
-        waiter = batch.waiters.get(visitor)
-        if waiter is None:
-            waiter = batch.waiters[visitor] = asyncio.get_running_loop().create_future()
-            if len(batch.waiters) >= MAX_BATCH:
-                self._flush(name, batch)
-        return await asyncio.shield(waiter)
+        return await self._check_ins.add(name, room, visitor)
 
-    def _flush(self, name: str, batch: _Batch) -> None:
-        if self._batches.get(name) is not batch:
-            return  # flushed already (it filled up)
-        del self._batches[name]
-        self._checking[name] = self._checking.get(name, 0) + 1
-        task = asyncio.ensure_future(self._send(name, batch))
-        self._flushing.add(task)
-        task.add_done_callback(self._flushing.discard)
-
-    async def _send(self, name: str, batch: _Batch) -> None:
-        waiters = batch.waiters
-        try:
-            recorded, gone = await self._check_in(batch.room, list(waiters), None)
-        except BaseException as exc:
-            self._checked(name)
-            for waiter in waiters.values():
-                if not waiter.done():
-                    waiter.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        self._checked(name)
-        self.checked_in += len(waiters) - len(gone)
-        for visitor, waiter in waiters.items():
-            if not waiter.done():
-                waiter.set_result(None if visitor in gone else recorded)
-
-    def _checked(self, name: str) -> None:
-        """A check-in of the room's came back: those waiting for it go now."""
-        left = self._checking[name] - 1
-        if left:
-            self._checking[name] = left
-        else:
-            del self._checking[name]
-        batch = self._batches.get(name)
-        if batch is not None:
-            self._flush(name, batch)
+    async def _send_check_ins(self, room: Any, visitors: list[str]) -> list[int | None]:
+        recorded, gone = await self._check_in(room, visitors, None)
+        self.checked_in += len(visitors) - len(gone)
+        return [None if visitor in gone else recorded for visitor in visitors]
 
     async def aclose(self) -> None:
-        for task in [*self._building.values(), *self._flushing]:
+        await self._check_ins.aclose()
+        for task in self._building.values():
             task.cancel()
-        await asyncio.gather(*self._building.values(), *self._flushing, return_exceptions=True)
+        await asyncio.gather(*self._building.values(), return_exceptions=True)

@@ -1,0 +1,107 @@
+"""Requests that need the same kind of Redis call at about the same moment,
+sent as one call.
+
+Newcomers' joins (``queuegate.joins``) and far-back check-ins
+(``queuegate.farback``) share their call among the requests of a room that
+reach the process together, without waiting for a batch to fill: the items
+of a key (a room) go at the end of the loop turn the first of them arrived
+in or, while a call of that key is in flight, when it comes back, and never
+more than ``max_wait`` later; ``max_batch`` at most a call. An item asked
+twice before its call goes shares one answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Coalescer"]
+
+Item = TypeVar("Item", bound=Hashable)
+Result = TypeVar("Result")
+
+
+@dataclass
+class _Batch(Generic[Item, Result]):
+    context: Any  # what the call needs besides the items (the room)
+    waiters: dict[Item, asyncio.Future[Result]] = field(default_factory=dict)
+
+
+class Coalescer(Generic[Item, Result]):
+    """``send(context, items)`` makes one call for ``items`` and returns
+    their results, in order; its failure is every item's."""
+
+    def __init__(
+        self,
+        send: Callable[[Any, list[Item]], Awaitable[Sequence[Result]]],
+        max_wait: float,
+        max_batch: int,
+    ) -> None:
+        self._send = send
+        self.max_wait = max_wait
+        self.max_batch = max_batch
+        self._batches: dict[str, _Batch[Item, Result]] = {}
+        self._in_flight: dict[str, int] = {}  # key -> calls sent and not answered
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def add(self, key: str, context: Any, item: Item) -> Result:
+        """``item``'s result, from the next call of ``key``."""
+        loop = asyncio.get_running_loop()
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = _Batch(context)
+            if self._in_flight.get(key):
+                loop.call_later(self.max_wait, self._flush, key, batch)
+            else:
+                loop.call_soon(self._flush, key, batch)
+        waiter = batch.waiters.get(item)
+        if waiter is None:
+            waiter = batch.waiters[item] = loop.create_future()
+            if len(batch.waiters) >= self.max_batch:
+                self._flush(key, batch)
+        # Shared: one caller giving up does not cancel the others' answer.
+        return await asyncio.shield(waiter)
+
+    def _flush(self, key: str, batch: _Batch[Item, Result]) -> None:
+        if self._batches.get(key) is not batch:
+            return  # sent already (it filled up, or the call before it came back)
+        del self._batches[key]
+        self._in_flight[key] = self._in_flight.get(key, 0) + 1
+        task = asyncio.ensure_future(self._run(key, batch))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _run(self, key: str, batch: _Batch[Item, Result]) -> None:
+        waiters = batch.waiters
+        try:
+            results = await self._send(batch.context, list(waiters))
+        except BaseException as exc:
+            self._answered(key)
+            for waiter in waiters.values():
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._answered(key)
+        for waiter, result in zip(waiters.values(), results, strict=True):
+            if not waiter.done():
+                waiter.set_result(result)
+
+    def _answered(self, key: str) -> None:
+        """A call of ``key`` came back: the items waiting for it go now."""
+        left = self._in_flight[key] - 1
+        if left:
+            self._in_flight[key] = left
+        else:
+            del self._in_flight[key]
+        batch = self._batches.get(key)
+        if batch is not None:
+            self._flush(key, batch)
+
+    async def aclose(self) -> None:
+        for task in self._sending:
+            task.cancel()
+        await asyncio.gather(*self._sending, return_exceptions=True)

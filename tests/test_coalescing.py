@@ -1,0 +1,64 @@
+"""The coalescer that joins and check-ins share (queuegate.coalescing)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from queuegate.coalescing import Coalescer
+
+pytestmark = pytest.mark.anyio
+
+
+class Recorder:
+    """A call that records its batches and answers after ``release``."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.release = asyncio.Event()
+        self.fail = False
+
+    async def send(self, context: str, items: list[str]) -> list[str]:
+        self.batches.append(items)
+        await self.release.wait()
+        if self.fail:
+            raise ConnectionError("Redis went away")
+        return [f"{context}:{item}" for item in items]
+
+
+async def test_items_of_one_turn_go_together_and_those_during_a_call_after_it() -> None:
+    recorder = Recorder()
+    coalescer: Coalescer[str, str] = Coalescer(recorder.send, max_wait=10.0, max_batch=100)
+    first = [asyncio.ensure_future(coalescer.add("room", "r", item)) for item in ("a", "b", "a")]
+    await asyncio.sleep(0.001)
+    assert recorder.batches == [["a", "b"]]  # sent at the end of the turn; "a" asked twice, sent once
+    # While that call is in flight, later items wait for it (not for max_wait).
+    later = [asyncio.ensure_future(coalescer.add("room", "r", item)) for item in ("c", "d")]
+    other = asyncio.ensure_future(coalescer.add("other", "o", "x"))  # another key: its own call
+    await asyncio.sleep(0.01)
+    assert recorder.batches == [["a", "b"], ["x"]]
+    recorder.release.set()
+    assert await asyncio.gather(*first) == ["r:a", "r:b", "r:a"]
+    assert await asyncio.gather(*later) == ["r:c", "r:d"]
+    assert await other == "o:x"
+    assert recorder.batches == [["a", "b"], ["x"], ["c", "d"]]
+    await coalescer.aclose()
+
+
+async def test_a_waiting_batch_goes_after_max_wait_if_the_call_in_flight_hangs() -> None:
+    recorder = Recorder()
+    coalescer: Coalescer[str, str] = Coalescer(recorder.send, max_wait=0.02, max_batch=2)
+    hung = asyncio.ensure_future(coalescer.add("room", "r", "a"))
+    await asyncio.sleep(0.005)
+    waiting = [asyncio.ensure_future(coalescer.add("room", "r", item)) for item in ("b", "c", "d")]
+    await asyncio.sleep(0.002)
+    assert recorder.batches == [["a"], ["b", "c"]]  # full at max_batch: sent at once
+    await asyncio.sleep(0.05)
+    assert recorder.batches == [["a"], ["b", "c"], ["d"]]  # after max_wait
+    recorder.fail = True
+    recorder.release.set()
+    for future in [hung, *waiting]:
+        with pytest.raises(ConnectionError):
+            await future  # a failed call is every item's failure
+    await coalescer.aclose()
