@@ -13,7 +13,6 @@ rooms' numbers, their lines and their analytics must be the same.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -24,9 +23,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from queuegate import Room, Store
-from queuegate.store import Outcome, connect
+from queuegate.store import connect
 
 from .conftest import MakeGate, client_for
+from .test_quick_polls import _answer  # answers compared as there
 
 T = TypeVar("T")
 T0 = 1_700_000_000_000
@@ -137,13 +137,6 @@ class JoinMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.run(self.store.aclose())
         self.loop.close()
-
-
-def _answer(outcome: Outcome) -> dict[str, Any]:
-    answer = dataclasses.asdict(outcome)
-    if outcome.state == "limited":  # a real-time TTL, read a moment apart
-        answer["eta_ms"] = outcome.eta_ms > 0
-    return answer
 
 
 def test_joins_sent_together_are_joins_one_by_one(redis_url: str) -> None:
