@@ -162,7 +162,7 @@ class FarBack:
         self,
         build: Callable[[Any, int | None], Awaitable[View]],
         check_in: Callable[[Any, Sequence[str], int | None], Awaitable[tuple[int, set[str]]]],
-        front_rank: Callable[[Any, str, int], Awaitable[int | None]],
+        front_rank: Callable[[Any, str, int | None], Awaitable[int | None]],
         now_ms: Callable[[], int],
         max_age_ms: int,
     ) -> None:
@@ -198,7 +198,7 @@ class FarBack:
         if found is None:
             # Nearer the front (or newer than the view): the exact rank, if
             # the room is settled and the visitor still waits.
-            rank = await self._front_rank(room, visitor, now_ms)
+            rank = await self._front_rank(room, visitor, now)
             at = None if rank is None else view.at(rank)
             if rank is None or at is None:
                 return None

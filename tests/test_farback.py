@@ -355,3 +355,19 @@ def test_the_setting_is_read_and_checked() -> None:
         Settings.load({"QUEUEGATE_FAR_BACK": "maybe"}, secret_key=secret)
     with pytest.raises(ConfigError, match="far_back"):
         Settings.load({}, secret_key=secret, far_back="yes")
+
+
+async def test_a_front_answer_stops_short_of_the_snapshots_end(store: Store) -> None:
+    # This process's idea of Redis's time may lag a little: within 10 ms of
+    # the snapshot's end, the full call answers (and moves the line).
+    room = Room("edge", paths=["/x"], rate=1, per=3600.0)
+    await store.enter(room, "a")
+    await store.enter(room, "b")
+    state = store.keys(room.name)[4]
+    now = store.redis_now_ms()
+    await store.client.hset(state, "quick_until", now + 5)
+    assert await store.front_rank(room, "b") is None
+    await store.client.hset(state, "quick_until", now + 60_000)
+    assert await store.front_rank(room, "b") == 0
+    assert await store.front_rank(room, "a") is None  # let in: not waiting
+    assert await store.front_rank(room.name, "b") is None  # no settings to compare
