@@ -42,8 +42,8 @@ class Joins:
     """One process's newcomers' joins, sent together per room.
 
     ``send(room, joins)`` asks Redis (``Store.join_many``) and returns the
-    answers to the first joins, in order, or ``None`` when the room is not
-    settled."""
+    answers, in order, or ``None`` when the room is not settled (a join
+    left without an answer takes the full call too)."""
 
     def __init__(self, send: Send) -> None:
         self._send = send

@@ -379,9 +379,9 @@ class Store:
     ) -> list[Outcome] | None:
         """New visitors join together (join.lua): ``joins`` are (visitor id,
         client address) of visitors Redis has never seen, in arrival order.
-        Returns the answers to the first of them, in order, as ``enter``
-        would give them one by one, the rest being for ``enter``; or
-        ``None`` when the room is not settled (all are for ``enter``)."""
+        Returns their answers, in order, as ``enter`` would give them one
+        by one (newcomers.lua); or ``None`` when the room is not settled:
+        then each is for ``enter``."""
         base = self._base(room.name)
         keys = tuple(base + "client:" + client for _, client in joins)
         args = [arg for visitor, client in joins for arg in (visitor, "1" if client else "")]
