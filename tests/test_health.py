@@ -146,6 +146,33 @@ async def test_it_climbs_when_the_app_gets_faster_without_running_away(store: St
     assert above <= 0.15, (above, trace)
 
 
+class Pool(Plant):
+    """A pool of workers: its latency stays flat until it is full, then the
+    queue runs away; nothing but an overload shows where the knee is."""
+
+    def step(self, rate: float) -> tuple[int, int, float, int]:
+        done, errors, _, started = super().step(rate)
+        busy = sum(self.admitted) * REQUESTS / VISIT / self.capacity
+        return done, errors, 5000.0 if busy > 1 else 100.0, started
+
+
+async def test_past_an_old_overload_probes_grow_while_they_find_room(store: Store) -> None:
+    """The app overloads at 3 visitors a second, then gets five times
+    bigger: probes past the old overload point grow with each one that did
+    not overload (probes of a visitor at a time took 41 s to get there)."""
+    the_room = room(rate=5)
+    await fill_line(store, the_room)
+    plant = Pool(capacity=12)  # 3 visitors/s fill it
+    await run(store, the_room, plant, 40, 0)
+    plant.capacity = 64  # now 16 a second
+    trace = await run(store, the_room, plant, 40, 40)
+    rates = [rate for rate, _ in trace]
+    assert rates[0] <= 4, rates  # it had found the small pool
+    assert max(rates[:35]) >= 13, rates  # 0.8 of the new level within 35 s
+    stats = await store.stats(the_room, now=T0 + 80_000)
+    assert stats["rate"] <= 20, (stats, rates)  # an overshoot is cut back
+
+
 async def test_it_backs_off_on_an_error_burst(store: Store) -> None:
     the_room = room(rate=15)
     await fill_line(store, the_room)

@@ -55,9 +55,10 @@
 --         MAX_RAISE), the loads read from the p95 against the base latency
 --         (see raise_by), at least 1 more; from under 0.9 x `served`, only
 --         up to there (slow start to its threshold, left on the latency as
---         HyStart leaves it); from there on, x PROBE at most (past its
---         threshold TCP grows slowly too; a new overload sets a new
---         `served`); never above the ceiling.
+--         HyStart leaves it); from there on, probes: x PROBE, or +1, +2,
+--         +4 ... with each probe in a row (BBRv2's probing up), whichever
+--         is more (a cut or a p95 near the target starts the count again;
+--         a new overload sets a new `served`); never above the ceiling.
 --   Otherwise the value holds: no evidence, no change.
 -- The value is the room's rate (visitors per interval) or, in a room without
 -- a rate, its capacity; it is written where `configure` writes it, so the
@@ -154,7 +155,7 @@ end
 local field, value = 'capacity', capacity
 if rate > 0 then field, value = 'rate', rate end
 local control = redis.call('HMGET', h, 'adapt_at', 'changed_at', 'reason', 'cut_at', 'served', 'p95_ms',
-  'changed', 'base', 'base_p', 'base_since')
+  'changed', 'base', 'base_p', 'base_since', 'probes')
 local reason = control[3] or ''
 
 -- How much more the app takes, from its latency: a queue's latency is its
@@ -280,13 +281,15 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
           -- the cut's low rate, not what the app can do.
           if after_cut and was then served = math.max(served, was) end
           reason = 'cut: ' .. why
-          redis.call('HSET', h, 'cut_at', now, 'served', served)
+          redis.call('HSET', h, 'cut_at', now, 'served', served, 'probes', 0)
         end
       else
         reason = 'hold: ' .. why .. ', the last cut is still showing'
       end
     elseif p95 > target_ms * HEADROOM then
       reason = 'hold: near the target'
+      -- The knee is near: probes start small again.
+      redis.call('HSET', h, 'probes', 0)
     elseif redis.call('ZCARD', KEYS[2]) == 0 then
       reason = 'hold: healthy, nobody waiting'
     elseif now - (tonumber(control[2]) or 0) < settle / 2
@@ -304,10 +307,18 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       if threshold and value < threshold then
         new = math.min(new, threshold)
       elseif served then
-        -- From there on, a probe: a quarter more at most (BBR's), as TCP
-        -- grows slowly past its threshold; a latency that stays flat until
-        -- the knee (a pool of workers) says nothing of the room left.
-        new = math.min(new, math.max(value + 1, math.floor(value * PROBE)))
+        -- From there on, a probe: a latency that stays flat until the knee
+        -- (a pool of workers) says nothing of the room left. A quarter
+        -- more (BBR's probe), or 1, 2, 4, 8 ... more with each probe in a
+        -- row that did not overload, whichever is more (BBRv2 grows its
+        -- ceiling so while probing up: the app may have grown by far more
+        -- than the last overload point, and a visitor at a time would take
+        -- minutes to find it at small rates). A cut, or a p95 near the
+        -- target, starts the count again.
+        local probes = tonumber(control[11]) or 0
+        local step = math.max(math.floor(value * (PROBE - 1)), 2 ^ probes)
+        new = math.min(new, value + step)
+        redis.call('HSET', h, 'probes', probes + 1)
       end
       if p95 < target_ms / 2 then
         reason = 'raise: far under the target, visitors waiting'
