@@ -42,6 +42,11 @@ async def test_one_client_cannot_take_thousands_of_places(make_gate: MakeGate) -
         assert (await neighbour.get("/checkout")).status_code == 503  # a place of its own
     stats = await gate.rooms["sale"].stats()
     assert stats["waiting"] == 3  # the refused ones took nothing
+    # The count lasts a minute from the client's first place, then goes.
+    counts = gate.store._base("sale") + "client:"
+    assert 0 < await gate.store.client.pttl(counts + "203.0.113.7") <= 60_000
+    assert 0 < await gate.store.client.pttl(counts + "198.51.100.9") <= 60_000
+    assert int(await gate.store.client.get(counts + "203.0.113.7")) == 5
 
 
 async def test_forwarded_for_counts_only_behind_trusted_proxies(make_gate: MakeGate) -> None:

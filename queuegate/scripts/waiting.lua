@@ -8,9 +8,11 @@
 -- when none is left.
 local function over_client_limit(limit, key, counted)
   if limit <= 0 or counted ~= '1' then return false end
-  local taken = redis.call('INCR', key)
-  if taken == 1 then redis.call('PEXPIRE', key, 60000) end
-  return taken > limit
+  -- A client's first place this minute is one call (most newcomers in a
+  -- flood are), the count and its expiry together; later ones count on (a
+  -- script sees the time it started at: the key cannot expire in between).
+  if redis.call('SET', key, 1, 'PX', 60000, 'NX') then return false end
+  return redis.call('INCR', key) > limit
 end
 
 -- enter's answer for visitor `id` waiting at `rank` in a line of `line`,
