@@ -3,9 +3,9 @@
 -- too). Runs after estimate.lua.
 
 -- A new place costs the client one of its `limit` places a minute, so one
--- client cannot fill the line. `key` counts the client's places this
--- minute; `counted` is '1' when it names a real client. Nothing is counted
--- when none is left.
+-- client cannot fill the line. `key` counts the client's tries in the
+-- minute from its first place (refused ones too; they take no place);
+-- `counted` is '1' when it names a real client.
 local function over_client_limit(limit, key, counted)
   if limit <= 0 or counted ~= '1' then return false end
   -- A client's first place this minute is one call (most newcomers in a
