@@ -9,7 +9,9 @@ the keys joins leave (an arrival number, a place in ``waiting``, a last poll
 in ``seen``): far faster than ten million joins, and the same layout. Then:
 
 - Redis's own µs per status poll (``INFO commandstats``) for a visitor at the
-  front, in the middle and at the back, asked in full (``quick.lua``);
+  front, in the middle and at the back, asked in full (``quick.lua``), and
+  asked as a poll nearer the front than the view's far ranks asks it while
+  the room is settled (``Store.front_rank``: ``HMGET`` and ``ZRANK``);
 - Redis's µs per far-back visitor checked in (``checkin.lua``, in batches
   of 250) and per view of the line built (``view.lua``; see
   ``queuegate.farback``);
@@ -22,11 +24,12 @@ in ``seen``): far faster than ten million joins, and the same layout. Then:
   to let ``--admit-per-second`` in, the interval the scripts give visitors
   at ranks 5 % apart (a third of the estimated wait, between 1 and 20 s);
   and the share of one Redis core the line takes at the measured costs:
-  visitors nearer the front than the view's first far rank are asked in
-  full (cost interpolated along the line), those behind it check in once
-  every ``record_after`` (rounded up to whole polls; the first check-in of
-  each newcomer costs more: its liveness moves out of ``seen``), and four
-  views are built a second.
+  visitors nearer the front than the view's first far rank ask their rank
+  (cost interpolated along the line), and one poll after each refill is
+  asked in full (it brings the room up to date: until then the room is not
+  settled); everyone checks in once every ``record_after`` (rounded up to
+  whole polls; the first check-in of each newcomer costs more: its
+  liveness moves out of ``seen``), and four views are built a second.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from queuegate.tokens import Tokens
 
 from .app import ROOMS, SECRET
 from .loadgen import run_load
-from .redis_cost import evalsha_usec, per_call
+from .redis_cost import CONCURRENCY, evalsha_usec, per_call
 from .report import print_report
 from .speed import memory_per_visitor, uvicorn_server
 
@@ -90,6 +93,37 @@ async def poll_costs(url: str, count: int, calls: int) -> dict[str, float]:
             raise RuntimeError(f"expected place {index} in line, got {outcome}")
         polls = [store.enter(ROOM, visitor(index), join=False) for _ in range(calls)]
         costs[name] = await per_call(client, polls)
+    await store.aclose()
+    await client.aclose()
+    return costs
+
+
+async def cpu_usec(client: aioredis.Redis) -> float:
+    """Redis's CPU time so far (user and system), µs."""
+    info = await client.info("cpu")
+    return (float(info["used_cpu_user"]) + float(info["used_cpu_sys"])) * 1e6
+
+
+async def front_costs(url: str, count: int, calls: int) -> dict[str, float]:
+    """Redis µs per poll answered the way polls nearer the front than the
+    view's far ranks are while the room is settled: ``HMGET`` of the room's
+    snapshot end and settings, and ``ZRANK``, sent together. Redis's whole
+    CPU time (``INFO cpu``), reading the commands and writing the replies
+    included: two plain commands cost that twice where a script call, whose
+    ``commandstats`` figure leaves it out, costs it once."""
+    client = aioredis.Redis.from_url(url)
+    store = Store(aioredis.Redis.from_url(url), local_admissions=False)
+    await store.stats(ROOM)  # brings the room up to date: it is settled
+    costs: dict[str, float] = {}
+    for name, index in {"front": 0, "middle": count // 2, "back": count - 1}.items():
+        if await store.front_rank(ROOM, visitor(index)) != index:
+            raise RuntimeError(f"the room is not settled, or {visitor(index)} is not at {index}")
+        before = await cpu_usec(client)
+        for start in range(0, calls, CONCURRENCY):
+            ranks = [store.front_rank(ROOM, visitor(index)) for _ in range(min(CONCURRENCY, calls - start))]
+            if set(await asyncio.gather(*ranks)) != {index}:
+                raise RuntimeError("a poll near the front was not answered without a script")
+        costs[f"rank_{name}"] = (await cpu_usec(client) - before) / calls
     await store.aclose()
     await client.aclose()
     return costs
@@ -170,18 +204,23 @@ def line_load(
 ) -> tuple[float, float]:
     """Polls a second of the whole line, and the Redis µs a second they cost:
     each sampled interval holds up to the next sample's rank; the cost at a
-    place is interpolated between front, middle and back. With ``view``,
-    visitors from its first far rank on cost a check-in every
-    ``record_after`` (in whole polls) instead, plus four views a second and
-    a first check-in for each of ``joins`` newcomers a second."""
+    place is interpolated between front, middle and back. Without a view
+    (or one with no far ranks, where every poll is asked in full), each
+    poll is a script call. With one, visitors nearer the front than its
+    first far rank ask their rank, those behind it nothing; everyone checks
+    in every ``record_after`` (in whole polls), plus one full call after
+    each refill, four views a second and a first check-in for each of
+    ``joins`` newcomers a second."""
     middle = count // 2
-    far = count if view is None or view.far < 0 else view.far
+    if view is not None and view.far < 0:
+        view = None
+    far = count if view is None else view.far
 
-    def cost(place: float) -> float:
+    def cost(place: float, kind: str = "") -> float:
+        front, mid, back = (costs[kind + name] for name in ("front", "middle", "back"))
         if place <= middle:
-            return costs["front"] + (costs["middle"] - costs["front"]) * place / max(1, middle)
-        share = (place - middle) / max(1, count - 1 - middle)
-        return costs["middle"] + (costs["back"] - costs["middle"]) * share
+            return front + (mid - front) * place / max(1, middle)
+        return mid + (back - mid) * (place - middle) / max(1, count - 1 - middle)
 
     polls = micros = 0.0
     bounds = [rank for rank, _ in samples[1:]] + [count]
@@ -189,13 +228,17 @@ def line_load(
         for low, high in ((rank, min(end, far)), (max(rank, far), end)):
             visitors = max(0, high - low)
             polls += visitors / interval
-            if high <= far:
+            if view is None:
                 micros += visitors / interval * cost((low + high) / 2)
-            elif view is not None:
-                every = max(1, math.ceil(view.record_after_ms / 1000 / interval)) * interval
-                micros += visitors / every * costs["check_in"]
-    if view is not None and far < count:
-        micros += costs["view"] * 1000 / (FAR_MAX_AGE_MS / 2) + joins * costs["check_in_first"]
+                continue
+            every = max(1, math.ceil(view.record_after_ms / 1000 / interval)) * interval
+            micros += visitors / every * costs["check_in"]
+            if high <= far:
+                micros += visitors / interval * cost((low + high) / 2, "rank_")
+    if view is not None:
+        # One poll after each refill (a second apart) is asked in full.
+        micros += costs["front"] + joins * costs["check_in_first"]
+        micros += costs["view"] * 1000 / (FAR_MAX_AGE_MS / 2)
     return polls, micros
 
 
@@ -218,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         costs = asyncio.run(poll_costs(server.url, args.waiting, args.calls))
         for name, cost in costs.items():
             report[f"poll_{name}_redis_us"] = round(cost, 2)
+        for name, cost in asyncio.run(front_costs(server.url, args.waiting, args.calls)).items():
+            report[f"poll_{name}_redis_us"] = round(cost, 2)
+            costs[name] = cost
         far_costs = asyncio.run(far_back_costs(server.url, args.waiting, args.calls))
         report["check_in_redis_us"] = round(far_costs["check_in"], 2)
         report["check_in_first_redis_us"] = round(far_costs["check_in_first"], 2)
