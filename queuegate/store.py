@@ -27,7 +27,7 @@ from .connections import Client, connect, redacted
 from .farback import FarBack, View
 from .joins import Joins
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
-from .scripts import source
+from .scripts import SCRIPTS, SEEDING, script
 from .settings import ConfigError, Room, check_room_setting
 
 # connect, redacted and Client live in queuegate.connections; named here too,
@@ -78,34 +78,6 @@ class Outcome:
     seen_ms: int = 0  # when the visitor's liveness was last recorded (Redis time)
 
 
-# Each operation is one script: the clock, the shared rules, its own part.
-# enter's quick answers (inside, quick, quick_join) come before the set-up they skip.
-SCRIPTS = {
-    "enter": (
-        "clock",
-        "liveness",
-        "inside",
-        "estimate",
-        "waiting",
-        "quick",
-        "analytics",
-        "newcomers",
-        "quick_join",
-        "advance",
-        "enter",
-    ),
-    "join": ("clock", "liveness", "estimate", "waiting", "analytics", "newcomers", "join"),
-    "remove": ("clock", "liveness", "estimate", "analytics", "advance", "remove"),
-    "stats": ("clock", "liveness", "estimate", "analytics", "advance", "stats"),
-    "configure": ("clock", "liveness", "estimate", "analytics", "advance", "configure"),
-    "drain": ("clock", "liveness", "estimate", "analytics", "advance", "drain"),
-    "health": ("clock", "liveness", "estimate", "analytics", "advance", "health"),
-    "view": ("clock", "liveness", "estimate", "analytics", "advance", "view"),
-    "checkin": ("clock", "liveness", "checkin"),
-}
-
-SEEDING = frozenset(name for name, parts in SCRIPTS.items() if "advance" in parts)
-
 FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
 FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
 # A front poll's answer without a script stops this long (ms) before the
@@ -144,9 +116,7 @@ class Store:
         self.prefix = prefix
         self.timeout = timeout
         self._timeout_ms = round(timeout * 1000)
-        self._scripts = {
-            name: "\n".join(source(f"{part}.lua") for part in parts) for name, parts in SCRIPTS.items()
-        }
+        self._scripts = {name: script(name) for name in SCRIPTS}
         self._shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
         self._seeded: set[str] = set()
         # Redis time minus this process's monotonic time (ms), learnt from

@@ -1,5 +1,6 @@
-"""The Lua scripts that hold the queue's rules, and the constants Python
-reads from them so that each is written once."""
+"""The Lua scripts that hold the queue's rules: which parts make each
+script the store calls, and the constants Python reads from them so that
+each is written once."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from functools import cache
 from importlib.resources import files
 
-__all__ = ["constant", "numbers", "source"]
+__all__ = ["SCRIPTS", "SEEDING", "constant", "numbers", "script", "source"]
 
 
 @cache
@@ -27,3 +28,40 @@ def constant(script: str, name: str) -> str:
 def numbers(script: str, name: str) -> tuple[int, ...]:
     """A table of whole numbers, ``local NAME = {5, 10, ...}``, in ``script``."""
     return tuple(int(v) for v in re.findall(r"\d+", constant(script, name)))
+
+
+# Each operation is one script: the clock, the shared rules, its own part.
+# enter's quick answers (inside, quick, quick_join) come before the set-up they skip.
+SCRIPTS = {
+    "enter": (
+        "clock",
+        "liveness",
+        "inside",
+        "estimate",
+        "waiting",
+        "quick",
+        "analytics",
+        "newcomers",
+        "quick_join",
+        "advance",
+        "enter",
+    ),
+    "join": ("clock", "liveness", "estimate", "waiting", "analytics", "newcomers", "join"),
+    "remove": ("clock", "liveness", "estimate", "analytics", "advance", "remove"),
+    "stats": ("clock", "liveness", "estimate", "analytics", "advance", "stats"),
+    "configure": ("clock", "liveness", "estimate", "analytics", "advance", "configure"),
+    "drain": ("clock", "liveness", "estimate", "analytics", "advance", "drain"),
+    "health": ("clock", "liveness", "estimate", "analytics", "advance", "health"),
+    "view": ("clock", "liveness", "estimate", "analytics", "advance", "view"),
+    "checkin": ("clock", "liveness", "checkin"),
+}
+
+# The scripts that run advance.lua, which stores a room's lottery seed when
+# the call offers one.
+SEEDING = frozenset(name for name, parts in SCRIPTS.items() if "advance" in parts)
+
+
+@cache
+def script(name: str) -> str:
+    """The text of the script ``name`` (``"enter"``): its parts in order."""
+    return "\n".join(source(f"{part}.lua") for part in SCRIPTS[name])
