@@ -77,7 +77,7 @@ local HEADROOM = 0.8    -- raise only while the p95 is under this share of the t
 local BETA = 0.7        -- a cut is at least to this share (CUBIC's)
 local MIN_GRADIENT = 0.25 -- the deepest single cut: to a quarter
 local MAX_RAISE = 2      -- the biggest single raise: to twice
-local PROBE = 1.25      -- the biggest raise near where the app last overloaded
+local PROBE = 1.25      -- a probe past where the app last overloaded: at least a quarter more
 local BASE_WINDOW = 30000 -- ms: the base latency is the least p95 of the last one to two
 local WINDOW = 1000     -- ms: figures cover the last one to two of these
 local MAX_WINDOW = 10000 -- ms: a window holding fewer than MIN_SAMPLES lasts up to this
@@ -318,7 +318,7 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
         local probes = tonumber(control[11]) or 0
         local step = math.max(math.floor(value * (PROBE - 1)), 2 ^ probes)
         new = math.min(new, value + step)
-        redis.call('HSET', h, 'probes', probes + 1)
+        redis.call('HSET', h, 'probes', math.min(probes + 1, 30)) -- at the ceiling, probes go on
       end
       if p95 < target_ms / 2 then
         reason = 'raise: far under the target, visitors waiting'
