@@ -355,11 +355,34 @@ class Store:
         base = self._base(room.name)
         keys = tuple(base + "client:" + client for _, client in joins)
         args = [arg for visitor, client in joins for arg in (visitor, "1" if client else "")]
-        sent_at = time.monotonic()
         reply = await self._call("join", room, now, *args, extra_keys=keys)
         if reply[0] != 1:
             return None
-        return [self._outcome(answer, room.name, now, sent_at) for answer in reply[1:]]
+        now_ms, method, answers = int(reply[1]), _text(reply[2]), reply[3]
+        if now is None:
+            self._learn_clock(now_ms)
+        outcomes = []
+        for i, (visitor, _) in enumerate(joins):
+            place, rank, wait, poll = answers[4 * i : 4 * i + 4]
+            if place == 0:
+                outcomes.append(Outcome("limited", now_ms, visitor, eta_ms=wait))
+            else:
+                outcomes.append(
+                    Outcome(
+                        "waiting",
+                        now_ms,
+                        visitor,
+                        rank=rank,
+                        line=rank + 1,
+                        eta_ms=wait,
+                        poll_ms=poll,
+                        joined=True,
+                        method=method,
+                        place=place,
+                        seen_ms=now_ms,
+                    )
+                )
+        return outcomes
 
     def _outcome(self, reply: Sequence[Any], name: str, now: int | None, sent_at: float) -> Outcome:
         """An answer of enter.lua (or join.lua) as an Outcome."""

@@ -6,7 +6,8 @@
 -- ARGV[4..] each newcomer's visitor id, then '1' when their client key
 --           names a real client ('' = none), in arrival order
 --
--- Returns 1 and the newcomers' answers, in order (see newcomers.lua); or 0
+-- Returns 1, the time (ms), the room's method and the newcomers' answers,
+-- in order, four numbers each (see newcomers.lua); or 0
 -- alone when the room is not settled, was settled with other settings, or
 -- asks a proof of work for a new place: then each is for the full call
 -- (enter), one by one.
@@ -18,6 +19,4 @@ if r.challenge ~= 0 then return {0} end
 local joins = {}
 for i = 6, #KEYS do joins[#joins + 1] = {ARGV[2 * i - 8], KEYS[i], ARGV[2 * i - 7]} end
 cp_at = tonumber(got[4])
-local answers = join_quickly(r, joins)
-table.insert(answers, 1, 1)
-return answers
+return {1, now, r.method, join_quickly(r, joins)}

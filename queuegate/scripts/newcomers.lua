@@ -10,9 +10,14 @@
 -- join_quickly(r, joins): r is the snapshot's figures, joins a list of
 -- {visitor id, client key, '1' if the key names a real client}, in arrival
 -- order, of visitors with no place and no session. Returns their answers,
--- in order: enter's 'waiting' answer (joined = 1) or {'limited', now, id,
--- retry_after_ms}; one after the other, what the same joins would get from
--- as many calls at this moment, leaving the room as those calls would.
+-- in order, four numbers each (a flat list: a reply of many small tables
+-- costs Redis more than the joins' own work): the arrival number, the rank
+-- (people ahead), the estimated wait (ms) and the poll interval (ms) of a
+-- visitor who joined, or 0, 0, the time until the client may take another
+-- place (ms), 0 for one refused by the client limit. One after the other,
+-- what the same joins would get from as many calls at this moment, leaving
+-- the room as those calls would. Numbers go to Redis as strings formatted
+-- once (Lua formats a number argument with "%.14g", slowly).
 
 local function join_quickly(r, joins)
   local answers = {}
@@ -20,6 +25,7 @@ local function join_quickly(r, joins)
   local line = redis.call('ZCARD', KEYS[2])
   local placed, seen = {}, {}
   local quiet = quiet_counter(r.abandon)
+  local seen_at = string.format('%d', now)
   -- The places taken so far go into the line (a checkpoint reads it).
   local function place_them()
     local joined = #placed / 2
@@ -31,21 +37,21 @@ local function join_quickly(r, joins)
     placed, seen = {}, {}
   end
   for _, join in ipairs(joins) do
-    local id = join[1]
+    local id, n = join[1], #answers
     if over_client_limit(r.client_limit, join[2], join[3]) then
-      answers[#answers + 1] = {'limited', now, id, redis.call('PTTL', join[2])}
+      answers[n + 1], answers[n + 2], answers[n + 3], answers[n + 4] = 0, 0, redis.call('PTTL', join[2]), 0
     else
       seq = seq + 1
-      placed[#placed + 1] = seq
-      placed[#placed + 1] = id
-      seen[#seen + 1] = now
-      seen[#seen + 1] = id
-      local answer, behind = quick_waiting(r, id, line, line + 1, 1, seq, quiet)
-      answers[#answers + 1] = answer
+      local p = #placed
+      placed[p + 1], placed[p + 2] = string.format('%d', seq), id
+      seen[p + 1], seen[p + 2] = seen_at, id
+      local rank = line
       line = line + 1
+      local wait = quick_estimate(r, rank, line, quiet, 0)
+      answers[n + 1], answers[n + 2], answers[n + 3], answers[n + 4] = seq, rank, wait, poll_after(wait, r.abandon)
       if takes_checkpoint(seq) then
         place_them()
-        analytics_joined(seq, answer[6], function() return behind(slope_step(r.method)) end)
+        analytics_joined(seq, wait, function() return quick_estimate(r, rank, line, quiet, slope_step(r.method)) end)
       else
         an_count('an_j', 1)
       end

@@ -11,25 +11,33 @@ local function over_client_limit(limit, key, counted)
   -- A client's first place this minute is one call (most newcomers in a
   -- flood are), the count and its expiry together; later ones count on (a
   -- script sees the time it started at: the key cannot expire in between).
-  if redis.call('SET', key, 1, 'PX', 60000, 'NX') then return false end
+  if redis.call('SET', key, '1', 'PX', '60000', 'NX') then return false end
   return redis.call('INCR', key) > limit
 end
 
--- enter's answer for visitor `id` waiting at `rank` in a line of `line`,
--- from the snapshot's figures `r`; quiet() counts the waiting visitors
--- silent for a third of `abandon` (asked only when the estimate needs it).
--- Also returns behind(step): the estimate, by the same figures, of a
--- visitor `step` places further back.
-local function quick_waiting(r, id, rank, line, joined, place, quiet)
+-- The estimated wait of a visitor at `rank` in a line of `line`, with
+-- `step` more people ahead of them (0: their own), from the snapshot's
+-- figures `r`; quiet() counts the waiting visitors silent for a third of
+-- `abandon` (asked only when the estimate needs it).
+local function quick_estimate(r, rank, line, quiet, step)
   local ahead = rank
   if r.method == 'random' then ahead = math.floor((line - 1) / 2) end
-  local function crowd() return r.staying, line, quiet() end
-  local wait = estimate(ahead, r, crowd)
-  local answer = {'waiting', now, id, rank, line, wait, poll_after(wait, r.abandon), joined, r.method, place}
-  return answer, function(step) return estimate(ahead + step, r, crowd) end
+  return estimate(ahead + step, r, function() return r.staying, line, quiet() end)
 end
 
--- quiet() for quick_waiting, asked of Redis at most once a call.
+-- enter's answer for visitor `id` waiting at `rank` in a line of `line`,
+-- told `wait`.
+local function waiting_answer(r, id, rank, line, wait, joined, place)
+  return {'waiting', now, id, rank, line, wait, poll_after(wait, r.abandon), joined, r.method, place}
+end
+
+-- enter's answer for visitor `id` waiting at `rank` in a line of `line`,
+-- from the snapshot's figures `r`.
+local function quick_waiting(r, id, rank, line, joined, place, quiet)
+  return waiting_answer(r, id, rank, line, quick_estimate(r, rank, line, quiet, 0), joined, place)
+end
+
+-- quiet() for quick_estimate, asked of Redis at most once a call.
 local function quiet_counter(abandon)
   local quiet
   return function()
