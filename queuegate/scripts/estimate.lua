@@ -14,6 +14,7 @@
 --   `abandon`; asked only when it matters (it costs calls)
 
 local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 
 -- Events per minute from a window counter and its previous window.
 local function per_minute(current, previous, win_start)
@@ -36,7 +37,7 @@ local function estimate(ahead, r, crowd)
     -- that often), spread evenly along the line.
     local staying, line, quiet = crowd()
     local skips = ahead * (1 - staying)
-    ahead = math.floor(ahead - math.max(skips, quiet * ahead / math.max(line, 1)))
+    ahead = floor(ahead - max(skips, quiet * ahead / max(line, 1)))
   end
   local wait = 0
   if r.rate > 0 then
@@ -47,7 +48,7 @@ local function estimate(ahead, r, crowd)
       -- Admitted at the refill that brings the bucket to its turn.
       local next_refill = r.refill_at + r.per - now
       if r.prequeue then next_refill = r.per end
-      wait = next_refill + (math.ceil(need / r.rate) - 1) * r.per
+      wait = next_refill + (ceil(need / r.rate) - 1) * r.per
     end
   end
   if r.capacity > 0 then
@@ -56,15 +57,15 @@ local function estimate(ahead, r, crowd)
       local ending = per_minute(r.end_count, r.end_prev, r.win_start)
       local by_capacity = -1
       if ending > 0 then
-        by_capacity = math.ceil(need / ending * WINDOW)
+        by_capacity = ceil(need / ending * WINDOW)
       end
       if not r.sliding then
         -- Fixed sessions end by themselves: a hard upper bound.
-        local bound = math.ceil(need / r.capacity) * r.session
+        local bound = ceil(need / r.capacity) * r.session
         if by_capacity < 0 or bound < by_capacity then by_capacity = bound end
       end
       if by_capacity < 0 then return -1 end
-      wait = math.max(wait, by_capacity)
+      wait = max(wait, by_capacity)
     end
   end
   return start + wait
@@ -74,7 +75,7 @@ end
 -- near its turn, rarely when far back, and always well inside `abandon`.
 local function poll_after(wait, abandon)
   local p = 20000
-  if wait >= 0 then p = math.max(1000, math.min(20000, math.floor(wait / 3))) end
-  if abandon > 0 then p = math.min(p, math.floor(abandon / 3)) end
-  return math.max(p, 250)
+  if wait >= 0 then p = max(1000, min(20000, floor(wait / 3))) end
+  if abandon > 0 then p = min(p, floor(abandon / 3)) end
+  return max(p, 250)
 end
