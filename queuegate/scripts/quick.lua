@@ -25,7 +25,9 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
     if rank then
       seen_now(ARGV[4])
       local place = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]))
-      return quick_waiting(r, ARGV[4], rank, redis.call('ZCARD', KEYS[2]), 0, place, quiet_counter(r.abandon))
+      local line = redis.call('ZCARD', KEYS[2])
+      local wait = quick_estimate(r, rank, line, quiet_counter(r.abandon), 0)
+      return waiting_answer(r, ARGV[4], rank, line, wait, 0, place)
     elseif ARGV[5] == '1' and held_until == nil and r.challenge == 0 then
       quick_join = {r = r, cp_at = tonumber(got[4])}
     end

@@ -26,15 +26,9 @@ local function quick_estimate(r, rank, line, quiet, step)
 end
 
 -- enter's answer for visitor `id` waiting at `rank` in a line of `line`,
--- told `wait`.
+-- told `wait` (quick_estimate's), by the snapshot's figures `r`.
 local function waiting_answer(r, id, rank, line, wait, joined, place)
   return {'waiting', now, id, rank, line, wait, poll_after(wait, r.abandon), joined, r.method, place}
-end
-
--- enter's answer for visitor `id` waiting at `rank` in a line of `line`,
--- from the snapshot's figures `r`.
-local function quick_waiting(r, id, rank, line, joined, place, quiet)
-  return waiting_answer(r, id, rank, line, quick_estimate(r, rank, line, quiet, 0), joined, place)
 end
 
 -- quiet() for quick_estimate, asked of Redis at most once a call.
