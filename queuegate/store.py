@@ -1,8 +1,9 @@
 """The line in Redis: one Lua script call per operation.
 
 The rules of the line live in ``scripts/*.lua``; this module only builds keys,
-passes arguments and turns replies into Python values. Every script starts
-with ``advance.lua``, which brings the room up to date, so there is no
+passes arguments and turns replies into Python values (a visitor's answer
+by ``queuegate.outcomes``). Every script that can move the line runs
+``advance.lua`` first, which brings the room up to date, so there is no
 scheduler to run.
 """
 
@@ -13,9 +14,8 @@ import hashlib
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, RedisError
@@ -26,6 +26,7 @@ from .challenges import Proof
 from .connections import Client, connect, redacted
 from .farback import FarBack, View
 from .joins import Joins
+from .outcomes import Outcome, decode, decode_joins, text
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
 from .scripts import SCRIPTS, SEEDING, script
 from .settings import ConfigError, Room, check_room_setting
@@ -34,7 +35,6 @@ from .settings import ConfigError, Room, check_room_setting
 # where callers have always imported them from.
 __all__ = ["Client", "Outcome", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
 
-State = Literal["active", "waiting", "prequeue", "closed", "pass", "none", "limited", "challenge"]
 RoomRef = Room | str  # a Room from code, or a room's name (its defaults are read from Redis)
 
 
@@ -45,37 +45,6 @@ class StoreError(Exception):
 class UnknownRoom(StoreError):
     """A room named only by its name has never been used, so Redis has no
     settings for it."""
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What the line says about one visitor at ``now_ms`` (Redis time).
-
-    ``visitor`` is the id answered for: another one than asked when an
-    identified user already holds a place under it. ``rank`` is 0-based
-    (``rank`` people are ahead); ``eta_ms`` is -1 when nothing bounds the
-    wait. A ``prequeue`` outcome has ``opens_at_ms`` and ``seed_sha256``; a
-    ``limited`` one (the client took too many new places) has in ``eta_ms``
-    the time until it may take more; a ``challenge`` one (a new place needs a
-    proof of work) the difficulty asked.
-    """
-
-    state: State
-    now_ms: int
-    visitor: str
-    expires_ms: int = 0
-    rank: int = 0
-    line: int = 0
-    eta_ms: int = -1
-    poll_ms: int = 0
-    joined: bool = False
-    method: str = "fifo"
-    opens_at_ms: int = 0
-    seed_sha256: str = ""
-    difficulty: int = 0
-    copyable: bool = False
-    place: int = 0  # a waiting visitor's arrival number (their place in line)
-    seen_ms: int = 0  # when the visitor's liveness was last recorded (Redis time)
 
 
 FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
@@ -89,10 +58,6 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
     """Mark a future's failure as seen (asyncio logs those nobody saw)."""
     if not future.cancelled():
         future.exception()
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class Store:
@@ -356,77 +321,21 @@ class Store:
         keys = tuple(base + "client:" + client for _, client in joins)
         args = [arg for visitor, client in joins for arg in (visitor, "1" if client else "")]
         reply = await self._call("join", room, now, *args, extra_keys=keys)
-        if reply[0] != 1:
-            return None
-        now_ms, method, answers = int(reply[1]), _text(reply[2]), reply[3]
-        if now is None:
-            self._learn_clock(now_ms)
-        outcomes = []
-        for i, (visitor, _) in enumerate(joins):
-            place, rank, wait, poll = answers[4 * i : 4 * i + 4]
-            if place == 0:
-                outcomes.append(Outcome("limited", now_ms, visitor, eta_ms=wait))
-            else:
-                outcomes.append(
-                    Outcome(
-                        "waiting",
-                        now_ms,
-                        visitor,
-                        rank=rank,
-                        line=rank + 1,
-                        eta_ms=wait,
-                        poll_ms=poll,
-                        joined=True,
-                        method=method,
-                        place=place,
-                        seen_ms=now_ms,
-                    )
-                )
+        outcomes = decode_joins(reply, [visitor for visitor, _ in joins])
+        if outcomes and now is None:
+            self._learn_clock(outcomes[0].now_ms)
         return outcomes
 
     def _outcome(self, reply: Sequence[Any], name: str, now: int | None, sent_at: float) -> Outcome:
-        """An answer of enter.lua (or join.lua) as an Outcome."""
-        state, now_ms, who = _text(reply[0]), int(reply[1]), _text(reply[2])
+        """An answer of enter.lua as an Outcome; a call that used Redis's
+        clock teaches this process the offset, and an admission it may
+        copy goes to the local admissions."""
+        outcome = decode(reply)
         if now is None:
-            self._learn_clock(now_ms)
-        if state == "active":
-            outcome = Outcome(
-                "active", now_ms, who, expires_ms=int(reply[3]), joined=reply[4] == 1, copyable=reply[5] == 1
-            )
-            if outcome.copyable and now is None:
-                self.admissions.copy(name, who, outcome.expires_ms, now_ms, sent_at)
-            return outcome
-        if state == "waiting":
-            return Outcome(
-                "waiting",
-                now_ms,
-                who,
-                rank=int(reply[3]),
-                line=int(reply[4]),
-                eta_ms=int(reply[5]),
-                poll_ms=int(reply[6]),
-                joined=reply[7] == 1,
-                method=_text(reply[8]),
-                place=int(reply[9]),
-                seen_ms=now_ms,
-            )
-        if state == "prequeue":
-            return Outcome(
-                "prequeue",
-                now_ms,
-                who,
-                opens_at_ms=int(reply[3]),
-                line=int(reply[4]),
-                eta_ms=int(reply[3]) - now_ms,
-                poll_ms=int(reply[5]),
-                joined=reply[6] == 1,
-                seed_sha256=_text(reply[7]),
-            )
-        if state == "limited":
-            return Outcome("limited", now_ms, who, eta_ms=int(reply[3]))
-        if state == "challenge":
-            return Outcome("challenge", now_ms, who, difficulty=int(reply[3]))
-        return Outcome(state, now_ms, who)  # type: ignore[arg-type]
+            self._learn_clock(outcome.now_ms)
+            if outcome.copyable:
+                self.admissions.copy(name, outcome.visitor, outcome.expires_ms, outcome.now_ms, sent_at)
+        return outcome
 
     async def enter_many(self, room: RoomRef, visitors: Sequence[str], *, now: int | None = None) -> None:
         """Let in or join many visitors at once (load tests, simulations): the
@@ -489,7 +398,7 @@ class Store:
         """Record that ``visitors`` polled (see checkin.lua): the Redis time
         recorded, and those of them no longer in the line."""
         reply = await self._call("checkin", room, now, *visitors)
-        return int(reply[0]), {_text(gone) for gone in reply[1:]}
+        return int(reply[0]), {text(gone) for gone in reply[1:]}
 
     async def release(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The protected action is done: free the slot for the next in line."""
@@ -529,7 +438,7 @@ class Store:
         args += map(str, in_flight_buckets or [0] * len(end_buckets))
         args.append(str(responses if started is None else started))
         reply = await self._call("health", room, now, *args, extra_keys=(self._base(name) + "health",))
-        return int(reply[0]), _text(reply[1])
+        return int(reply[0]), text(reply[1])
 
     async def stats(self, room: RoomRef, *, now: int | None = None) -> dict[str, Any]:
         """Live numbers and effective settings (durations in ms); see stats.lua."""
@@ -537,8 +446,8 @@ class Store:
         reply = await self._call("stats", room, now, extra_keys=(self._base(name) + "health",))
         out: dict[str, Any] = {}
         for name, raw in zip(reply[::2], reply[1::2], strict=True):
-            value = _text(raw)
-            key = _text(name)
+            value = text(raw)
+            key = text(name)
             if key in ("status", "method", "seed_sha256", "health_reason", "health_changed"):
                 out[key] = value
             elif key.endswith("per_minute") or key in ("max_errors", "error_rate"):
@@ -573,7 +482,7 @@ class Store:
         """The room's secret seed, to publish after the draw so anyone can check it."""
         name = room if isinstance(room, str) else room.name
         value = await self.guard(self.client.hget(self.keys(name)[4], "seed"))
-        return None if value is None else _text(value)
+        return None if value is None else text(value)
 
     async def visitors(self, room: RoomRef, count: int = 10) -> dict[str, list[tuple[str, int]]]:
         """The first ``count`` waiting (id, arrival number) and active (id,
@@ -583,8 +492,8 @@ class Store:
         waiting = await self.guard(self.client.zrange(keys[1], 0, count - 1, withscores=True))
         active = await self.guard(self.client.zrange(keys[3], 0, count - 1, withscores=True))
         return {
-            "waiting": [(_text(m), int(score)) for m, score in waiting],
-            "active": [(_text(m), int(score)) for m, score in active],
+            "waiting": [(text(m), int(score)) for m, score in waiting],
+            "active": [(text(m), int(score)) for m, score in active],
         }
 
     async def analytics(self, room: RoomRef, minutes: int = 1440) -> dict[str, Any]:
@@ -601,12 +510,12 @@ class Store:
         this_minute = None
         if current[0] is not None:
             this_minute = ",".join(
-                _text(value) if value is not None else ("-1" if field == "an_eta" else "0")
+                text(value) if value is not None else ("-1" if field == "an_eta" else "0")
                 for field, value in zip(fields, current, strict=True)
             )
         return summarise(
-            {_text(k): int(v) for k, v in waits.items()},
-            [_text(row) for row in rows],
+            {text(k): int(v) for k, v in waits.items()},
+            [text(row) for row in rows],
             this_minute,
         )
 
@@ -616,8 +525,8 @@ class Store:
         pattern = f"{self.prefix}:{{*}}:state"
         try:
             async for key in self.client.scan_iter(match=pattern, count=1000):
-                text = _text(key)
-                names.add(text[len(self.prefix) + 2 : -len("}:state")])
+                name = text(key)
+                names.add(name[len(self.prefix) + 2 : -len("}:state")])
         except (RedisError, OSError) as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         return sorted(names)

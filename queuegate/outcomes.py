@@ -1,0 +1,125 @@
+"""What the scripts answer about a visitor, as Python values: ``Outcome``,
+and the decoding of enter.lua's and join.lua's replies into it. Pure: the
+store learns Redis's clock and keeps admissions from these."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Outcome", "State", "decode", "decode_joins", "text"]
+
+State = Literal["active", "waiting", "prequeue", "closed", "pass", "none", "limited", "challenge"]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the line says about one visitor at ``now_ms`` (Redis time).
+
+    ``visitor`` is the id answered for: another one than asked when an
+    identified user already holds a place under it. ``rank`` is 0-based
+    (``rank`` people are ahead); ``eta_ms`` is -1 when nothing bounds the
+    wait. A ``prequeue`` outcome has ``opens_at_ms`` and ``seed_sha256``; a
+    ``limited`` one (the client took too many new places) has in ``eta_ms``
+    the time until it may take more; a ``challenge`` one (a new place needs a
+    proof of work) the difficulty asked.
+    """
+
+    state: State
+    now_ms: int
+    visitor: str
+    expires_ms: int = 0
+    rank: int = 0
+    line: int = 0
+    eta_ms: int = -1
+    poll_ms: int = 0
+    joined: bool = False
+    method: str = "fifo"
+    opens_at_ms: int = 0
+    seed_sha256: str = ""
+    difficulty: int = 0
+    copyable: bool = False
+    place: int = 0  # a waiting visitor's arrival number (their place in line)
+    seen_ms: int = 0  # when the visitor's liveness was last recorded (Redis time)
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _waiting(
+    now_ms: int,
+    visitor: str,
+    rank: int,
+    line: int,
+    eta_ms: int,
+    poll_ms: int,
+    joined: bool,
+    method: str,
+    place: int,
+) -> Outcome:
+    """A visitor in the line, whose liveness the call just recorded."""
+    return Outcome(
+        "waiting",
+        now_ms,
+        visitor,
+        rank=rank,
+        line=line,
+        eta_ms=eta_ms,
+        poll_ms=poll_ms,
+        joined=joined,
+        method=method,
+        place=place,
+        seen_ms=now_ms,
+    )
+
+
+def decode(reply: Sequence[Any]) -> Outcome:
+    """An answer of enter.lua."""
+    state, now_ms, who = text(reply[0]), int(reply[1]), text(reply[2])
+    if state == "active":
+        return Outcome(
+            "active", now_ms, who, expires_ms=int(reply[3]), joined=reply[4] == 1, copyable=reply[5] == 1
+        )
+    if state == "waiting":
+        rank, line, eta_ms, poll_ms = (int(value) for value in reply[3:7])
+        return _waiting(
+            now_ms, who, rank, line, eta_ms, poll_ms, reply[7] == 1, text(reply[8]), int(reply[9])
+        )
+    if state == "prequeue":
+        return Outcome(
+            "prequeue",
+            now_ms,
+            who,
+            opens_at_ms=int(reply[3]),
+            line=int(reply[4]),
+            eta_ms=int(reply[3]) - now_ms,
+            poll_ms=int(reply[5]),
+            joined=reply[6] == 1,
+            seed_sha256=text(reply[7]),
+        )
+    if state == "limited":
+        return Outcome("limited", now_ms, who, eta_ms=int(reply[3]))
+    if state == "challenge":
+        return Outcome("challenge", now_ms, who, difficulty=int(reply[3]))
+    return Outcome(state, now_ms, who)  # type: ignore[arg-type]
+
+
+def decode_joins(reply: Sequence[Any], visitors: Sequence[str]) -> list[Outcome] | None:
+    """join.lua's answers for ``visitors``, in order, as enter.lua's would
+    be; ``None`` when the room was not settled. The reply is 1, the time,
+    the room's method, then four numbers a join: arrival number, rank,
+    wait and poll interval, or 0, 0, the client's time to wait, 0 for a
+    client over its limit."""
+    if reply[0] != 1:
+        return None
+    now_ms, method, answers = int(reply[1]), text(reply[2]), reply[3]
+    outcomes = []
+    for i, visitor in enumerate(visitors):
+        place, rank, wait, poll = answers[4 * i : 4 * i + 4]
+        if place == 0:
+            outcomes.append(Outcome("limited", now_ms, visitor, eta_ms=wait))
+        else:
+            outcomes.append(_waiting(now_ms, visitor, rank, rank + 1, wait, poll, True, method, place))
+    return outcomes
