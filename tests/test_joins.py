@@ -142,7 +142,8 @@ class JoinMachine(RuleBasedStateMachine):
 def test_joins_sent_together_are_joins_one_by_one(redis_url: str) -> None:
     JoinMachine.url = redis_url
     runner = JoinMachine.TestCase
-    runner.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
+    # A fixed seed: the paths asserted below are taken by chance.
+    runner.settings = settings(max_examples=100, stateful_step_count=30, deadline=None, derandomize=True)
     runner("runTest").runTest()
     assert JoinMachine.batched > 0  # the shared call answered joins, and they matched
     assert JoinMachine.shared > 0  # several in one call

@@ -225,7 +225,9 @@ class LineMachine(RuleBasedStateMachine):
 def test_scripts_follow_the_model(redis_url: str) -> None:
     LineMachine.url = redis_url
     runner = LineMachine.TestCase
-    runner.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+    # A fixed seed: the paths asserted below are taken by chance, and a
+    # random run missed the front path in about one run in eight.
+    runner.settings = settings(max_examples=150, stateful_step_count=30, deadline=None, derandomize=True)
     runner("runTest").runTest()
     assert LineMachine.quick_answers > 0  # the quick path was taken, and checked
     assert LineMachine.far_answers > 0  # and the far-back path

@@ -142,7 +142,8 @@ def _answer(outcome: Outcome) -> dict[str, Any]:
 def test_quick_answers_are_the_full_answers(redis_url: str) -> None:
     QuickMachine.url = redis_url
     runner = QuickMachine.TestCase
-    runner.settings = settings(max_examples=120, stateful_step_count=40, deadline=None)
+    # A fixed seed: the paths asserted below are taken by chance.
+    runner.settings = settings(max_examples=120, stateful_step_count=40, deadline=None, derandomize=True)
     runner("runTest").runTest()
     assert QuickMachine.quick_answers > 0  # the quick path was taken, and checked
 
