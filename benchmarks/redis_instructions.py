@@ -1,5 +1,6 @@
 """What each operation costs Redis, in instructions: a figure that does not
-move with the machine's load, where time on a shared machine moves by half.
+move with the machine's load, where time on a shared machine moved by a
+factor of three from one day to another.
 
     python -m benchmarks.redis_instructions [--waiting 5000] [--json]
 
@@ -8,10 +9,13 @@ only inside ``EVALSHA`` (the script, the commands it calls and its reply),
 and only around each measured batch: in a room of ``--waiting`` visitors
 (nobody is let in), newcomers joining 30 to a call as a busy process sends
 them (``Store.join_many``), each from a new client and then with no client
-key; newcomers joining one by one (``Store.enter``: the quick join); and
-polls of a visitor in the line asked in full. Prints instructions per
-join or poll. Compare runs of one server build: Debian's ``redis-server``
-7.0.15 is what the README's figures come from. Needs ``valgrind``.
+key; newcomers joining one by one (``Store.enter``: the quick join);
+polls of a visitor in the line asked in full; and scripts made of a
+poll's and a join's first parts alone, ending in ``return 1`` (what a call
+pays to build its parts' functions before its own work). Prints
+instructions per join, poll or call. Compare runs of one server build:
+Debian's ``redis-server`` 7.0.15 is what the README's figures come from.
+Needs ``valgrind``.
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import redis.asyncio as aioredis
 
 from queuegate import Room, Store
 from queuegate.embedded import free_port
+from queuegate.scripts import SCRIPTS, source
 
 from .report import print_report
 
@@ -36,6 +41,9 @@ ROOM = Room("cost", paths=["/cost"], rate=1, per=3_600_000, abandon=3_600_000)
 TOGETHER = 30
 JOINS = 960
 POLLS = 300
+# The parts a quick poll runs before its own (inside.lua and quick.lua do
+# work of their own, so they are left out).
+POLL_PARTS = ("clock", "liveness", "estimate", "waiting")
 
 
 class Callgrind:
@@ -136,12 +144,31 @@ async def measure(counter: Callgrind, waiting: int) -> dict[str, float]:
             await store.enter(ROOM, poller, join=False)
         return POLLS
 
+    # What a call pays before its own work: scripts made of the first parts
+    # of a script alone, then `return 1`, with the room's keys.
+    keys = store.keys(ROOM.name)
+
+    def parts_only(parts: Sequence[str]) -> Callable[[], Awaitable[int]]:
+        text = "\n".join([*(source(f"{part}.lua") for part in parts), "return 1"])
+
+        async def batch() -> int:
+            sha = await store.client.script_load(text)
+            for _ in range(POLLS):
+                await store.client.evalsha(sha, len(keys), *keys, "", "", "")
+            return POLLS
+
+        return batch
+
     report: dict[str, float] = {"waiting": waiting}
     for name, batch in (
         ("join_together", joins(True)),
         ("join_together_no_client", joins(False)),
         ("join_one_by_one", one_by_one),
         ("poll_in_full", polls),
+        ("return_1", parts_only(())),
+        ("clock_only", parts_only(("clock",))),
+        ("a_polls_parts_only", parts_only(POLL_PARTS)),
+        ("a_joins_parts_only", parts_only(SCRIPTS["join"][:-1])),
     ):
         instructions, made = await counter.count(batch)
         report[name] = round(instructions / made)
