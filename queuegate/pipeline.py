@@ -25,7 +25,14 @@ from typing import Any, Protocol, cast
 
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import ConnectionError, ReadOnlyError, RedisError, ResponseError, TimeoutError
+from redis.exceptions import (
+    ConnectionError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TimeoutError,
+)
 
 try:  # what redis-py's hiredis reader answers when its buffer holds no whole reply
     from redis._parsers.hiredis import NOT_ENOUGH_DATA
@@ -317,13 +324,20 @@ class ClusterPipelines:
     to the node that owns its key's slot (all of a room's keys share one), as
     redis-py's cluster client maps them. A MOVED or ASK reply (slots moved,
     a replica promoted) or a broken node makes the client refresh its map,
-    and the command is sent once more to the node that owns the slot now."""
+    and the command is sent once more to the node that owns the slot now.
+
+    The map is learnt from the nodes (redis-py's ``NodesManager``): one
+    refresh at a time, shared by the calls that need it, each waiting at most
+    ``timeout`` for it. A cluster no node of which answers is a
+    ``ConnectionError`` (redis-py raises ``RedisClusterException``, which is
+    no ``RedisError``), so callers see an outage like any other."""
 
     def __init__(self, cluster: RedisCluster, timeout: float, silence: float) -> None:
         self._cluster = cluster
         self._timeout = timeout
         self._silence = silence
         self._pipes: dict[str, AutoPipeline] = {}
+        self._mapping: asyncio.Future[None] | None = None
 
     def _pipe(self, key: str) -> AutoPipeline:
         node = self._cluster.get_node_from_key(key)
@@ -341,19 +355,44 @@ class ClusterPipelines:
 
     async def _send(self, command: bytes, key: str) -> Any:
         if not self._cluster.nodes_manager.slots_cache:
-            await self._cluster.initialize()
+            await self._learn_map()
         try:
             return await self._pipe(key).send(command)
         except ResponseError as exc:
             if not str(exc).startswith(("MOVED", "ASK")):
                 raise
         except ConnectionError:
-            # The node is gone: learn the new map, then one more try.
-            await self._cluster.nodes_manager.initialize()
-            return await self._pipe(key).send(command)
-        await self._cluster.nodes_manager.initialize()
+            pass  # the node is gone
+        # Learn the new map, then one more try.
+        await self._learn_map()
         return await self._pipe(key).send(command)
 
+    async def _learn_map(self) -> None:
+        mapping = self._mapping
+        if mapping is None or mapping.done():
+            mapping = self._mapping = asyncio.ensure_future(self._refresh())
+            # Its failure is read here even when every caller gave up waiting.
+            mapping.add_done_callback(lambda done: done.cancelled() or done.exception())
+        # asyncio.wait cancels nothing: a caller that gives up leaves the
+        # refresh to the others.
+        await asyncio.wait((mapping,), timeout=self._timeout)
+        if not mapping.done():
+            raise TimeoutError(f"no cluster slot map from Redis within {self._timeout} s")
+        mapping.result()
+
+    async def _refresh(self) -> None:
+        try:
+            if self._cluster.nodes_manager.slots_cache:
+                await self._cluster.nodes_manager.initialize()
+            else:  # the first map: the client's whole start (its command parser too)
+                await self._cluster.initialize()
+        except RedisClusterException as exc:
+            raise ConnectionError(str(exc)) from exc
+
     async def aclose(self) -> None:
+        if self._mapping is not None and not self._mapping.done():
+            self._mapping.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
+                await self._mapping
         for pipe in self._pipes.values():
             await pipe.aclose()

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from .admissions import LocalAdmissions
 from .analytics import summarise
@@ -46,6 +46,10 @@ class UnknownRoom(StoreError):
     """A room named only by its name has never been used, so Redis has no
     settings for it."""
 
+
+# What a Redis call raises when Redis fails: a cluster's client raises
+# RedisClusterException (no RedisError) when no node answers.
+FAILURES = (RedisError, RedisClusterException, OSError)
 
 FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
 FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
@@ -202,7 +206,7 @@ class Store:
             syncing = self._syncing = asyncio.ensure_future(self._pipeline.send(pack("TIME"), self.prefix))
         try:
             seconds, micros = await asyncio.shield(syncing)
-        except (RedisError, OSError) as exc:
+        except FAILURES as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         self._learn_clock(int(seconds) * 1000 + int(micros) // 1000)
 
@@ -238,7 +242,7 @@ class Store:
             if str(exc).startswith("UNKNOWN_ROOM"):
                 raise UnknownRoom(f"no room named {name!r} has been used yet") from None
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
-        except OSError as exc:
+        except FAILURES as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         if seed:
             self._seeded.add(name)
@@ -365,7 +369,7 @@ class Store:
             (until, defaults), rank = await self._both(
                 self._encoded_settled(keys[4]), pack("ZRANK", keys[1], visitor), keys[0]
             )
-        except (RedisError, OSError) as exc:
+        except FAILURES as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         now_ms = self.redis_now_ms() + SETTLED_MARGIN_MS if now is None else now
         if until is None or now_ms >= int(until) or defaults != self._encoded_defaults(room.defaults):
@@ -527,7 +531,7 @@ class Store:
             async for key in self.client.scan_iter(match=pattern, count=1000):
                 name = text(key)
                 names.add(name[len(self.prefix) + 2 : -len("}:state")])
-        except (RedisError, OSError) as exc:
+        except FAILURES as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         return sorted(names)
 
@@ -535,7 +539,7 @@ class Store:
         """Await a plain redis-py call; its failures become StoreError."""
         try:
             return await call
-        except (RedisError, OSError) as exc:
+        except FAILURES as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator
 
@@ -108,3 +109,32 @@ async def test_status_and_leave_report_unavailable(make_gate: MakeGate, black_ho
         assert (status.status_code, status.json()["state"]) == (503, "unavailable")
         left = await client.post("/_queuegate/leave/sale", headers=cookie)
         assert left.status_code == 503
+
+
+@pytest.fixture
+def dead_port() -> int:
+    """A port where nothing listens: a Redis that is down."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("fail", ["closed", "open"])
+@pytest.mark.parametrize("server", ["down", "silent"])
+async def test_a_cluster_out_of_reach_is_an_outage_in_time(
+    make_gate: MakeGate, black_hole: str, dead_port: int, fail: str, server: str
+) -> None:
+    """A cluster's client first learns the slot map from a node; a node
+    down or silent is an outage like any other (not an error page), and a
+    request waits no longer than the timeout for the map, at the start and
+    while the outage lasts."""
+    port = dead_port if server == "down" else int(black_hole.rsplit(":", 1)[1].split("/")[0])
+    gate = await make_gate(rooms=[room(fail)], redis=f"redis+cluster://127.0.0.1:{port}", timeout=TIMEOUT)
+    async with client_for(gate) as client:
+        for moment in range(3):
+            results = await asyncio.gather(*(_timed_get(client) for _ in range(3)))
+            for status, elapsed, _ in results:
+                assert status == (503 if fail == "closed" else 200), moment
+                assert elapsed < TIMEOUT + MARGIN, moment
+            await asyncio.sleep(0.3)
+    assert gate.counters[f"failed_{fail}"] == 9
