@@ -167,6 +167,9 @@ async def make_gate(redis_url: str) -> AsyncIterator[MakeGate]:
         options.setdefault("secret_key", SECRET)
         options.setdefault("redis", redis_url)
         options.setdefault("environ", {})
+        # Tests of deadlines set their own timeout; elsewhere a stall of a
+        # loaded CI machine (a connect that took 0.3 s) is not the subject.
+        options.setdefault("timeout", 2.0)
         gate = QueueGate(app, **options)
         gates.append(gate)
         return gate
