@@ -31,6 +31,12 @@ Two more races are closed:
   as a second confirmation): revocations before it were not heard, so the
   copy is emptied and no reply read before it is copied.
 
+The same subscription hears ``<prefix>:{room}:moved``, which the scripts
+publish whenever a room's line changes other than at its back (someone
+admitted, skipped, gone, removed; a drain; new settings): each room's *line
+version* counts those messages, with an epoch for the subscription, and
+``queuegate.fronts`` keeps copies of the lines' first places under it.
+
 Without pub/sub (a Redis Cluster, where redis-py's asyncio client has none)
 nothing is copied and every request asks Redis, as before.
 """
@@ -84,6 +90,7 @@ class LocalAdmissions:
         self._on_reset = on_reset  # told of each room whose every copy goes (configure)
         self._enabled = enabled
         self._pattern = f"{prefix}:*:revoked"
+        self._moved_pattern = f"{prefix}:*:moved"
         self._prefix_length = len(prefix) + 2  # "<prefix>:{"
         self._redis_now = redis_now
         # (room, visitor) -> (the admission's end in Redis ms, its end on
@@ -94,6 +101,10 @@ class LocalAdmissions:
         self._live_since = 0  # Redis ms by which the subscription was confirmed
         self._task: asyncio.Task[None] | None = None
         self.hits = 0
+        # Messages heard that moved each room's line, and the subscription's
+        # epoch (one more whenever it is lost or made): see line_version.
+        self._moves: dict[str, int] = {}
+        self._epoch = 0
 
     @property
     def live(self) -> bool:
@@ -104,6 +115,15 @@ class LocalAdmissions:
     def live_since(self) -> int:
         """Redis's time (ms) by which the subscription was confirmed."""
         return self._live_since
+
+    def line_version(self, room: str) -> tuple[int, int] | None:
+        """The version of the room's line as this process has heard of it,
+        or None when the lease does not hold: two equal versions mean no
+        message moved the line between them (and none can have gone
+        unheard)."""
+        if time.monotonic() > self._fresh_until:
+            return None
+        return self._epoch, self._moves.get(room, 0)
 
     def start(self) -> None:
         """Subscribe (once, from a running event loop); copies start when the
@@ -148,8 +168,16 @@ class LocalAdmissions:
         """This process ended the admission itself (release, leave)."""
         self._until.pop((room, visitor), None)
 
+    def moved(self, room: str) -> None:
+        """A message said the room's line moved."""
+        if len(self._moves) >= MAX_ENTRIES and room not in self._moves:
+            self._moves.clear()
+            self._epoch += 1
+        self._moves[room] = self._moves.get(room, 0) + 1
+
     def revoke(self, room: str, visitor: str, at_ms: int) -> None:
         if visitor == "*":
+            self.moved(room)
             for key in [key for key in self._until if key[0] == room]:
                 del self._until[key]
             if self._on_reset is not None:
@@ -164,17 +192,19 @@ class LocalAdmissions:
     def _lost(self) -> None:
         self._fresh_until = 0.0
         self._until.clear()
+        self._epoch += 1
 
     async def _listen(self) -> None:
         assert isinstance(self._client, aioredis.Redis)
         while not _stopping():
             pubsub = self._client.pubsub()
             try:
-                await pubsub.psubscribe(self._pattern)
+                await pubsub.psubscribe(self._pattern, self._moved_pattern)
                 async with asyncio.timeout(LEASE * 2):  # not wait_for: it can swallow a cancel
-                    await self._confirmed(pubsub)
+                    await self._confirmed(pubsub, 2)
                 seconds, micros = await self._client.time()
                 self._live_since = seconds * 1000 + micros // 1000
+                self._epoch += 1  # lines moved unheard before the subscription
                 await self._hear(pubsub)
             except (RedisError, OSError, TimeoutError) as exc:
                 logger.info("queuegate: admissions' subscription lost (%s); Redis decides meanwhile", exc)
@@ -186,11 +216,13 @@ class LocalAdmissions:
                 await asyncio.sleep(RETRY_SUBSCRIBE)
 
     @staticmethod
-    async def _confirmed(pubsub: aioredis.client.PubSub) -> None:
+    async def _confirmed(pubsub: aioredis.client.PubSub, patterns: int) -> None:
         while not _stopping():
             message = await pubsub.get_message(timeout=PING_EVERY)
             if message is not None and message["type"] == "psubscribe":
-                return
+                patterns -= 1
+                if not patterns:
+                    return
 
     async def _hear(self, pubsub: aioredis.client.PubSub) -> None:
         sent: deque[float] = deque()  # when each unanswered ping went out
@@ -217,7 +249,11 @@ class LocalAdmissions:
                 await pubsub.ping()
 
     def _heard(self, channel: bytes, data: bytes) -> None:
-        room = channel.decode()[self._prefix_length : -len("}:revoked")]
+        name = channel.decode()
+        if name.endswith("}:moved"):
+            self.moved(name[self._prefix_length : -len("}:moved")])
+            return
+        room = name[self._prefix_length : -len("}:revoked")]
         visitor, _, at = data.decode().rpartition(":")
         self.revoke(room, visitor, int(at))
 
