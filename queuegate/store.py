@@ -25,6 +25,7 @@ from .analytics import summarise
 from .challenges import Proof
 from .connections import Client, connect, redacted
 from .farback import FarBack, View
+from .fronts import FRONT_PLACES, FrontCopies
 from .joins import Joins
 from .outcomes import Outcome, decode, decode_joins, text
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
@@ -120,6 +121,9 @@ class Store:
             client, prefix, self.redis_now_ms, enabled=local_admissions, on_reset=self.far_back.forget
         )
         self._admissions_started = False
+        # The first places of each room's line, kept coherent by the same
+        # subscription (polls near the front without a round trip).
+        self.fronts = FrontCopies()
         # Newcomers' joins of one loop turn, sent in one call.
         self.joins = Joins(self.join_many)
 
@@ -359,32 +363,60 @@ class Store:
     async def front_rank(self, room: RoomRef, visitor: str, now: int | None = None) -> int | None:
         """The exact rank of ``visitor`` waiting in a settled room: quick.lua's
         question (the room's snapshot holds at ``now``, taken with this room's
-        settings, and the visitor is in the line), asked with two plain
-        commands instead of a script. ``None`` when the answer is not that
-        simple: the full call answers then."""
+        settings, and the visitor is in the line), answered from this
+        process's copy of the line's front (``queuegate.fronts``), else asked
+        with two plain commands instead of a script. ``None`` when the answer
+        is not that simple: the full call answers then."""
         if isinstance(room, str) or not room.defaults:
             return None
-        keys = self._keys(room.name)
+        name = room.name
+        keys = self._keys(name)
+        wanted = self._encoded_defaults(room.defaults)
+        commands = [self._encoded_settled(keys[4]), pack("ZRANK", keys[1], visitor)]
+        version = None
+        if now is None:
+            version = self.admissions.line_version(name)
+            rank = self.fronts.rank(name, visitor, version, self.redis_now_ms() + SETTLED_MARGIN_MS, wanted)
+            if rank is not None:
+                return rank
+            if self.fronts.wants(name, version):
+                self.fronts.reading(name)
+                commands.append(self._encoded_front(keys[1]))
         try:
-            (until, defaults), rank = await self._both(
-                self._encoded_settled(keys[4]), pack("ZRANK", keys[1], visitor), keys[0]
-            )
-        except FAILURES as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+            replies = await self._together(keys[0], commands)
+        except BaseException as exc:
+            if len(commands) > 2:
+                self.fronts.gave_up(name)
+            if isinstance(exc, FAILURES):
+                raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+            raise
+        (until, defaults), rank = replies[0], replies[1]
         now_ms = self.redis_now_ms() + SETTLED_MARGIN_MS if now is None else now
-        if until is None or now_ms >= int(until) or defaults != self._encoded_defaults(room.defaults):
+        settled = until is not None and now_ms < int(until) and defaults == wanted
+        if len(commands) > 2:
+            if settled:
+                heard = self.admissions.line_version(name)
+                self.fronts.read(name, version, heard, int(until), defaults, replies[2])
+            else:
+                self.fronts.gave_up(name)
+        if not settled:
             return None
         return None if rank is None else int(rank)
 
-    async def _both(self, first: bytes, second: bytes, key: str) -> tuple[Any, Any]:
-        """The replies to two commands sent together (one round trip)."""
+    async def _together(self, key: str, commands: Sequence[bytes]) -> list[Any]:
+        """The replies to commands sent together (one round trip)."""
         pipeline = self._pipeline
         if isinstance(pipeline, ClusterPipelines):
-            one, two = await asyncio.gather(pipeline.send(first, key), pipeline.send(second, key))
-            return one, two
-        sent, also = pipeline.send(first), pipeline.send(second)
-        also.add_done_callback(_retrieve)  # if the first fails, nobody awaits the second
-        return await sent, await also
+            return list(await asyncio.gather(*(pipeline.send(command, key) for command in commands)))
+        futures = [pipeline.send(command) for command in commands]
+        for later in futures[1:]:
+            later.add_done_callback(_retrieve)  # if an earlier one fails, nobody awaits it
+        return [await future for future in futures]
+
+    @staticmethod
+    @lru_cache(maxsize=1000)
+    def _encoded_front(line_key: str) -> bytes:
+        return pack("ZRANGE", line_key, 0, FRONT_PLACES - 1)
 
     @staticmethod
     @lru_cache(maxsize=1000)
@@ -406,18 +438,30 @@ class Store:
 
     async def release(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The protected action is done: free the slot for the next in line."""
-        self.admissions.forget(room if isinstance(room, str) else room.name, visitor)
-        return bool(await self._call("remove", room, now, visitor, "released"))
+        return await self._remove(room, visitor, "released", now)
 
     async def leave(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The visitor gives up their place (waiting or active)."""
-        self.admissions.forget(room if isinstance(room, str) else room.name, visitor)
-        return bool(await self._call("remove", room, now, visitor, "left"))
+        return await self._remove(room, visitor, "left", now)
+
+    async def _remove(self, room: RoomRef, visitor: str, why: str, now: int | None) -> bool:
+        name = room if isinstance(room, str) else room.name
+        self.admissions.forget(name, visitor)
+        try:
+            return bool(await self._call("remove", room, now, visitor, why))
+        finally:
+            # This process's next polls see the line it changed (the others
+            # drop theirs when they hear of it).
+            self.fronts.forget(name)
 
     async def drain(self, room: RoomRef, *, now: int | None = None) -> int:
         """Empty the line; active sessions run on. Returns how many lost their place."""
-        self.far_back.forget(room if isinstance(room, str) else room.name)
-        return int(await self._call("drain", room, now))
+        name = room if isinstance(room, str) else room.name
+        self.far_back.forget(name)
+        try:
+            return int(await self._call("drain", room, now))
+        finally:
+            self.fronts.forget(name)
 
     async def report(
         self,
@@ -479,8 +523,12 @@ class Store:
             else:
                 pairs += [name, "" if value is None else check_room_setting(name, value)]
         if pairs:
-            self.far_back.forget(room if isinstance(room, str) else room.name)
-            await self._call("configure", room, now, *pairs)
+            name = room if isinstance(room, str) else room.name
+            self.far_back.forget(name)
+            try:
+                await self._call("configure", room, now, *pairs)
+            finally:
+                self.fronts.forget(name)
 
     async def seed(self, room: RoomRef) -> str | None:
         """The room's secret seed, to publish after the draw so anyone can check it."""
