@@ -372,16 +372,16 @@ class Store:
         name = room.name
         keys = self._keys(name)
         wanted = self._encoded_defaults(room.defaults)
-        commands = [self._encoded_settled(keys[4]), pack("ZRANK", keys[1], visitor)]
         version = None
         if now is None:
             version = self.admissions.line_version(name)
             rank = self.fronts.rank(name, visitor, version, self.redis_now_ms() + SETTLED_MARGIN_MS, wanted)
             if rank is not None:
                 return rank
-            if self.fronts.wants(name, version):
-                self.fronts.reading(name)
-                commands.append(self._encoded_front(keys[1]))
+        commands = [self._encoded_settled(keys[4]), pack("ZRANK", keys[1], visitor)]
+        if now is None and self.fronts.wants(name, version):
+            self.fronts.reading(name)
+            commands.append(self._encoded_front(keys[1]))
         try:
             replies = await self._together(keys[0], commands)
         except BaseException as exc:
