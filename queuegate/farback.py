@@ -30,6 +30,8 @@ line without a call) and the visitor's rank (``ZRANK``); the estimate and
 poll interval for that rank come from the view's front samples (every rank
 up to 200, then 0.5 % apart), liveness as far back. A visitor no longer in
 the line (admitted, removed), or a room not settled, gets the full call.
+At the very front even the rank needs no round trip while the process holds
+a coherent copy of the line's first places (``queuegate.fronts``).
 
 The rules stay in the scripts: the view's ranks, estimates and intervals,
 and how long liveness may go unrecorded, all come from them; this module
