@@ -46,9 +46,9 @@ async def worker(url: str, visitors: int) -> None:
             everyone.set()
 
     store.admissions.revoke = noted  # type: ignore[method-assign]
-    store.admissions.start()
+    store.invalidations.start()
     for _ in range(1000):  # subscribed within 10 s
-        if store.admissions.live:
+        if store.invalidations.live:
             break
         await asyncio.sleep(0.01)
     for i in range(visitors):

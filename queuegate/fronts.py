@@ -11,7 +11,7 @@ process may keep the first ``FRONT_PLACES`` visitor ids of the line, read
 with the snapshot's end and settings, and answer a poll from them:
 
 - a copy is made only under the subscription's lease (see
-  ``queuegate.admissions``), and only if no message of that room (nor a lost
+  ``queuegate.invalidations``), and only if no message of that room (nor a lost
   or new subscription) was heard between sending the read and reading its
   reply, so a change it does not show is still to be heard;
 - it is used while the lease holds, until a message of the room is heard,
@@ -42,7 +42,7 @@ MAX_ROOMS = 10_000  # a bound on the rooms with a copy: past it, all go
 class Front:
     """The first places of one room's line, as read from Redis."""
 
-    version: tuple[int, int]  # the line's version (LocalAdmissions.line_version) when read
+    version: tuple[int, int]  # the line's version (Invalidations.line_version) when read
     until_ms: int  # the snapshot's end, Redis time
     defaults: bytes  # the settings the snapshot was taken with
     ranks: dict[str, int]  # visitor id -> rank

@@ -26,6 +26,7 @@ from .challenges import Proof
 from .connections import Client, connect, redacted
 from .farback import FarBack, View
 from .fronts import FRONT_PLACES, FrontCopies
+from .invalidations import Invalidations
 from .joins import Joins
 from .outcomes import Outcome, decode, decode_joins, text
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
@@ -115,14 +116,21 @@ class Store:
         # line (see queuegate.farback); far_from=None: every poll asks Redis.
         self.far_from = far_from
         self.far_back = FarBack(self.view, self.check_in, self.front_rank, self.redis_now_ms, FAR_MAX_AGE_MS)
-        # Admissions this process was told of, kept coherent by Redis (a
-        # room's new settings drop its view of the line too).
-        self.admissions = LocalAdmissions(
-            client, prefix, self.redis_now_ms, enabled=local_admissions, on_reset=self.far_back.forget
+        # What Redis says changed (one subscription, under a lease), and the
+        # copies it keeps coherent: admissions this process was told of (a
+        # room's new settings drop its view of the line too), and the first
+        # places of each room's line (polls near the front, no round trip).
+        self.invalidations = Invalidations(
+            client,
+            prefix,
+            enabled=local_admissions,
+            on_revoke=lambda room, visitor, at_ms: self.admissions.revoke(room, visitor, at_ms),
+            on_lost=lambda: self.admissions.clear(),
         )
-        self._admissions_started = False
-        # The first places of each room's line, kept coherent by the same
-        # subscription (polls near the front without a round trip).
+        self._invalidations_started = False
+        self.admissions = LocalAdmissions(
+            self.invalidations, self.redis_now_ms, on_reset=self.far_back.forget
+        )
         self.fronts = FrontCopies()
         # Newcomers' joins of one loop turn, sent in one call.
         self.joins = Joins(self.join_many)
@@ -289,9 +297,9 @@ class Store:
             until = self.admissions.admitted_until(name, visitor)
             if until is not None:
                 return Outcome("active", self.redis_now_ms(), visitor, expires_ms=until, copyable=True)
-            if not self._admissions_started:
-                self._admissions_started = True
-                self.admissions.start()
+            if not self._invalidations_started:
+                self._invalidations_started = True
+                self.invalidations.start()
         if place and user_hash is None and self.far_from is not None:
             far = await self.far_back.answer(name, room, visitor, place, seen_ms, now)
             if far is not None:
@@ -374,7 +382,7 @@ class Store:
         wanted = self._encoded_defaults(room.defaults)
         version = None
         if now is None:
-            version = self.admissions.line_version(name)
+            version = self.invalidations.line_version(name)
             rank = self.fronts.rank(name, visitor, version, self.redis_now_ms() + SETTLED_MARGIN_MS, wanted)
             if rank is not None:
                 return rank
@@ -395,7 +403,7 @@ class Store:
         settled = until is not None and now_ms < int(until) and defaults == wanted
         if len(commands) > 2:
             if settled:
-                heard = self.admissions.line_version(name)
+                heard = self.invalidations.line_version(name)
                 self.fronts.read(name, version, heard, int(until), defaults, replies[2])
             else:
                 self.fronts.gave_up(name)
@@ -593,7 +601,7 @@ class Store:
     async def aclose(self) -> None:
         await self.joins.aclose()
         await self.far_back.aclose()
-        await self.admissions.aclose()
+        await self.invalidations.aclose()
         await self._pipeline.aclose()
         await self.client.aclose()
         # A Sentinel-managed client: its connections to the sentinels too.

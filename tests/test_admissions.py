@@ -13,8 +13,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from queuegate import Room, Store
-from queuegate.admissions import LEASE, PING_EVERY
 from queuegate.embedded import EmbeddedServer
+from queuegate.invalidations import LEASE, PING_EVERY
 from queuegate.store import connect
 
 from .conftest import SECRET, MakeGate, client_for
@@ -48,8 +48,8 @@ async def processes(redis_url: str) -> AsyncIterator[list[Store]]:
 async def admitted_and_copied(store: Store, room: Room, visitor: str) -> None:
     """Let ``visitor`` in through ``store`` once its subscription is live, so
     the answer is copied."""
-    store.admissions.start()
-    await until(lambda: store.admissions.live)
+    store.invalidations.start()
+    await until(lambda: store.invalidations.live)
     outcome = await store.enter(room, visitor)
     assert outcome.state == "active"
     assert outcome.copyable
@@ -108,8 +108,8 @@ async def test_leaving_and_operator_changes_end_copies(processes: list[Store]) -
 async def test_sliding_sessions_and_identified_users_are_never_copied(processes: list[Store]) -> None:
     store = processes[0]
     sliding = Room("slide", paths=["/s"], capacity=5, session=60.0, sliding=True)
-    store.admissions.start()
-    await until(lambda: store.admissions.live)
+    store.invalidations.start()
+    await until(lambda: store.invalidations.live)
     for _ in range(2):
         outcome = await store.enter(sliding, "v1")
         assert outcome.state == "active"
@@ -147,7 +147,7 @@ async def test_an_answer_read_before_a_heard_revocation_is_not_copied(processes:
     assert copies.admitted_until("sale", "v1") == now + 60_000
     # Nor an answer read before the subscription was (the revocations
     # between them were never heard).
-    copies.copy("sale", "v2", now + 60_000, read_at_ms=copies.live_since - 1, sent_at=sent)
+    copies.copy("sale", "v2", now + 60_000, read_at_ms=store.invalidations.live_since - 1, sent_at=sent)
     assert copies.admitted_until("sale", "v2") is None
     copies.revoke("sale", "*", now + 5)
     assert copies.admitted_until("sale", "v0") is None
@@ -178,12 +178,12 @@ async def test_a_closed_subscription_drops_every_copy_until_it_is_back(processes
     await admitted_and_copied(store, ROOM, "v1")
     assert isinstance(store.client, aioredis.Redis)
     await store.client.client_kill_filter(_type="pubsub")
-    await until(lambda: not store.admissions.live, 1.0)
+    await until(lambda: not store.invalidations.live, 1.0)
     assert store.admissions.admitted_until("sale", "v1") is None
     # Meanwhile Redis decides, and nothing it says is kept.
     assert (await store.enter(ROOM, "v1")).state == "active"
     assert store.admissions.admitted_until("sale", "v1") is None
-    await until(lambda: store.admissions.live, 3.0)
+    await until(lambda: store.invalidations.live, 3.0)
     assert (await store.enter(ROOM, "v1")).state == "active"
     assert store.admissions.admitted_until("sale", "v1") is not None
 
@@ -192,7 +192,7 @@ async def test_the_lease_is_renewed_while_the_subscription_answers(processes: li
     store = processes[0]
     await admitted_and_copied(store, ROOM, "v1")
     for _ in range(round(3 * LEASE / 0.05)):
-        assert store.admissions.live
+        assert store.invalidations.live
         assert store.admissions.admitted_until("sale", "v1") is not None
         await asyncio.sleep(0.05)
 
@@ -203,13 +203,13 @@ async def test_the_subscription_pings_at_its_pace_not_in_a_loop(own_server: Embe
     store = Store(connect(own_server.url, 5.0))
     client = aioredis.Redis.from_url(own_server.url)
     try:
-        store.admissions.start()
-        await until(lambda: store.admissions.live)
+        store.invalidations.start()
+        await until(lambda: store.invalidations.live)
         before = await pings(client)
         await asyncio.sleep(1.0)
         sent = await pings(client) - before
         assert 1 / PING_EVERY - 2 <= sent <= 1 / PING_EVERY + 2, sent
-        assert store.admissions.live
+        assert store.invalidations.live
     finally:
         await store.aclose()
         await client.aclose()
@@ -236,12 +236,12 @@ async def test_a_hung_redis_drops_every_copy_within_the_stated_limit(
             took = await until(lambda: store.admissions.admitted_until("sale", "v1") is None, LEASE + 2)
             assert took <= LEASE + MARGIN, f"copy kept {took:.2f} s into the hang"
             for _ in range(10):
-                assert not store.admissions.live
+                assert not store.invalidations.live
                 assert store.admissions.admitted_until("sale", "v1") is None
                 await asyncio.sleep(0.1)
         finally:
             resume(own_server)
-        await until(lambda: store.admissions.live, 5.0)
+        await until(lambda: store.invalidations.live, 5.0)
     finally:
         await store.aclose()
 
@@ -255,7 +255,7 @@ async def test_a_cluster_copies_nothing(servers: dict[str, object]) -> None:
         for _ in range(3):
             outcome = await store.enter(room, "v1")
             assert outcome.state == "active"
-        assert not store.admissions.live
+        assert not store.invalidations.live
         assert store.admissions.admitted_until(room.name, "v1") is None
     finally:
         await store.aclose()
@@ -267,12 +267,12 @@ async def test_the_gate_copies_unless_told_not_to(make_gate: MakeGate) -> None:
         async with client_for(gate) as client:
             assert (await client.get("/checkout")).status_code == 200
             if local:
-                await until(lambda g=gate: g.store.admissions.live)  # type: ignore[misc]
+                await until(lambda g=gate: g.store.invalidations.live)  # type: ignore[misc]
                 assert (await client.get("/checkout")).status_code == 200  # copied now
             for _ in range(3):
                 assert (await client.get("/checkout")).status_code == 200
         assert gate.store.admissions.hits == hits
-        assert gate.store.admissions.live is local
+        assert gate.store.invalidations.live is local
 
 
 def test_the_setting_is_read_and_checked() -> None:

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queuegate import Room, Store
-from queuegate.admissions import LEASE
 from queuegate.embedded import EmbeddedServer
 from queuegate.fronts import FRONT_PLACES
+from queuegate.invalidations import LEASE
 from queuegate.outcomes import text
 from queuegate.store import connect
 
@@ -36,8 +36,8 @@ ROOM = Room("front", paths=["/front"], capacity=1, session=3600.0, client_limit=
 async def two(redis_url: str) -> AsyncIterator[tuple[Store, Store]]:
     """The process that polls (with its subscription live) and another."""
     polls, other = Store(connect(redis_url, 5.0)), Store(connect(redis_url, 5.0))
-    polls.admissions.start()
-    await until(lambda: polls.admissions.live)
+    polls.invalidations.start()
+    await until(lambda: polls.invalidations.live)
     yield polls, other
     await polls.aclose()
     await other.aclose()
@@ -51,7 +51,7 @@ async def _heard_everything(polls: Store, room: Room, published: int) -> None:
     """Wait until ``polls`` heard the ``published`` messages of the room."""
 
     def heard() -> bool:
-        version = polls.admissions.line_version(room.name)
+        version = polls.invalidations.line_version(room.name)
         return version is not None and version[1] >= published
 
     await until(heard)
@@ -100,7 +100,7 @@ async def test_another_process_s_leave_reaches_the_copy_within_its_message(two: 
 
 
 def _version(store: Store) -> tuple[int, int] | None:
-    return store.admissions.line_version(ROOM.name)
+    return store.invalidations.line_version(ROOM.name)
 
 
 async def test_newcomers_behind_a_copy_of_a_short_line_get_their_exact_rank(two: tuple[Store, Store]) -> None:
@@ -157,8 +157,8 @@ async def test_after_any_change_every_rank_is_redis_s_once_its_message_is_heard(
     try:
         await listener.psubscribe(f"qg:{{{name}}}:moved")
         await _drain_messages(listener)
-        polls.admissions.start()
-        await until(lambda: polls.admissions.live)
+        polls.invalidations.start()
+        await until(lambda: polls.invalidations.live)
         published = 0
         serial = 0
         await other.enter_many(room, [f"j{serial + i:03d}" for i in range(5)])
@@ -215,8 +215,8 @@ async def test_a_hung_redis_stops_the_copy_within_the_lease(
     polls = Store(connect(own_server.url, 0.25), timeout=0.25)
     other = Store(connect(own_server.url, 5.0))
     try:
-        polls.admissions.start()
-        await until(lambda: polls.admissions.live)
+        polls.invalidations.start()
+        await until(lambda: polls.invalidations.live)
         await other.enter_many(ROOM, ["a", "b", "c"])
         await _ranks_agree(polls, ROOM)
         await asyncio.sleep(moment)

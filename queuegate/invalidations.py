@@ -1,0 +1,208 @@
+"""What Redis says changed, heard by every process under a lease.
+
+Copies a process keeps of what Redis decided (admissions,
+``queuegate.admissions``; the first places of a line, ``queuegate.fronts``)
+stay coherent through messages the scripts publish:
+
+- ``<prefix>:{room}:revoked``: an admission ended early (``remove.lua``:
+  release, leave) names the visitor, ``configure`` names ``*`` (every copy
+  of the room goes: a setting such as ``sliding`` may have changed);
+- ``<prefix>:{room}:moved``: the room's line changed other than at its back
+  (someone admitted, skipped, gone, removed; a drain; new settings). Each
+  room's *line version* counts these messages, with an epoch that changes
+  whenever the subscription is lost or made, so two equal versions mean no
+  message moved the line between them.
+
+Each process holds one pattern subscription to both. Copies are used only
+under a lease. The subscription's connection is pinged every
+``PING_EVERY`` seconds; messages and the answer to a ping come in order on
+that connection, so an answered ping proves every message published before
+it was heard. The lease runs ``LEASE`` seconds from the sending of the last
+answered ping, and copies are dropped whole when it runs out, whatever the
+listener is doing (blocked in a reconnect, or its connection silent under a
+hung Redis). So a change reaches every process within its delivery while
+the subscription works, and within ``LEASE`` when it does not.
+
+A new subscription (the first, or redis-py reconnecting on its own, seen
+as a second confirmation) may have missed messages before it: copies are
+emptied when a subscription is lost, and ``live_since`` says from which
+Redis time on replies may be copied.
+
+Without pub/sub (a Redis Cluster, where redis-py's asyncio client has none)
+the lease never holds: nothing is copied and every request asks Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+__all__ = ["LEASE", "PING_EVERY", "Invalidations"]
+
+logger = logging.getLogger("queuegate")
+
+PING_EVERY = 0.25  # seconds between pings on the subscription
+LEASE = 1.0  # seconds copies are trusted after the last answered ping was sent
+RETRY_SUBSCRIBE = 1.0  # seconds between attempts to (re)subscribe
+MAX_ROOMS = 100_000  # a bound on the rooms with a line version: past it, a new epoch
+
+
+def _stopping() -> bool:
+    """This task was cancelled, even if the CancelledError was lost: on
+    Python 3.11 redis-py's ``asyncio.wait_for`` swallows a cancel that lands
+    as its call completes, and ``asyncio.run`` cancels a task only once
+    when it shuts down."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+class Invalidations:
+    """One process's subscription to what Redis says changed. ``on_revoke``
+    hears each revocation (room, visitor or ``*``, Redis ms); ``on_lost``
+    is told when the subscription is lost (every copy must go)."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis | aioredis.RedisCluster,
+        prefix: str,
+        *,
+        enabled: bool = True,
+        on_revoke: Callable[[str, str, int], None],
+        on_lost: Callable[[], None],
+    ) -> None:
+        self._client = client
+        self._enabled = enabled
+        self._patterns = (f"{prefix}:*:revoked", f"{prefix}:*:moved")
+        self._prefix_length = len(prefix) + 2  # "<prefix>:{"
+        self._on_revoke = on_revoke
+        self._on_lost = on_lost
+        self._fresh_until = 0.0  # monotonic: the lease's end
+        self._live_since = 0  # Redis ms by which the subscription was confirmed
+        self._task: asyncio.Task[None] | None = None
+        # Messages heard that moved each room's line, and the subscription's
+        # epoch (one more whenever it is lost or made): see line_version.
+        self._moves: dict[str, int] = {}
+        self._epoch = 0
+
+    @property
+    def live(self) -> bool:
+        """The lease holds: copies may be made and used."""
+        return time.monotonic() <= self._fresh_until
+
+    @property
+    def fresh_until(self) -> float:
+        """The lease's end, on ``time.monotonic()``."""
+        return self._fresh_until
+
+    @property
+    def live_since(self) -> int:
+        """Redis's time (ms) by which the subscription was confirmed."""
+        return self._live_since
+
+    def line_version(self, room: str) -> tuple[int, int] | None:
+        """The version of the room's line as this process has heard of it,
+        or None when the lease does not hold: two equal versions mean no
+        message moved the line between them (and none can have gone
+        unheard)."""
+        if time.monotonic() > self._fresh_until:
+            return None
+        return self._epoch, self._moves.get(room, 0)
+
+    def start(self) -> None:
+        """Subscribe (once, from a running event loop); copies start when the
+        subscription is up."""
+        if self._enabled and self._task is None and isinstance(self._client, aioredis.Redis):
+            self._task = asyncio.get_running_loop().create_task(self._listen())
+
+    def moved(self, room: str) -> None:
+        """A message said the room's line moved."""
+        if len(self._moves) >= MAX_ROOMS and room not in self._moves:
+            self._moves.clear()
+            self._epoch += 1
+        self._moves[room] = self._moves.get(room, 0) + 1
+
+    def _lost(self) -> None:
+        self._fresh_until = 0.0
+        self._epoch += 1
+        self._on_lost()
+
+    async def _listen(self) -> None:
+        assert isinstance(self._client, aioredis.Redis)
+        while not _stopping():
+            pubsub = self._client.pubsub()
+            try:
+                await pubsub.psubscribe(*self._patterns)
+                async with asyncio.timeout(LEASE * 2):  # not wait_for: it can swallow a cancel
+                    await self._confirmed(pubsub, len(self._patterns))
+                seconds, micros = await self._client.time()
+                self._live_since = seconds * 1000 + micros // 1000
+                self._epoch += 1  # lines moved unheard before the subscription
+                await self._hear(pubsub)
+            except (RedisError, OSError, TimeoutError) as exc:
+                logger.info("queuegate: the subscription to changes lost (%s); Redis decides meanwhile", exc)
+            finally:
+                self._lost()
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            if not _stopping():
+                await asyncio.sleep(RETRY_SUBSCRIBE)
+
+    @staticmethod
+    async def _confirmed(pubsub: aioredis.client.PubSub, patterns: int) -> None:
+        while not _stopping():
+            message = await pubsub.get_message(timeout=PING_EVERY)
+            if message is not None and message["type"] == "psubscribe":
+                patterns -= 1
+                if not patterns:
+                    return
+
+    async def _hear(self, pubsub: aioredis.client.PubSub) -> None:
+        sent: deque[float] = deque()  # when each unanswered ping went out
+        last = time.monotonic()  # when the latest ping went out, answered or not
+        sent.append(last)
+        await pubsub.ping()
+        while not _stopping():
+            message = await pubsub.get_message(timeout=PING_EVERY / 5)
+            now = time.monotonic()
+            if message is not None:
+                kind = message["type"]
+                if kind == "pmessage":
+                    self._heard(message["channel"], message["data"])
+                elif kind == "pong" and sent:
+                    # Everything published before this ping has been heard.
+                    self._fresh_until = sent.popleft() + LEASE
+                elif kind == "psubscribe":
+                    raise ConnectionError("redis-py subscribed again on a new connection")
+            if now > self._fresh_until and sent and now - sent[0] > LEASE:
+                raise TimeoutError(f"no answer to a ping in {LEASE} s")
+            if now - last >= PING_EVERY:
+                last = now
+                sent.append(now)
+                await pubsub.ping()
+
+    def _heard(self, channel: bytes, data: bytes) -> None:
+        name = channel.decode()
+        if name.endswith("}:moved"):
+            self.moved(name[self._prefix_length : -len("}:moved")])
+            return
+        room = name[self._prefix_length : -len("}:revoked")]
+        visitor, _, at = data.decode().rpartition(":")
+        if visitor == "*":
+            self.moved(room)
+        self._on_revoke(room, visitor, int(at))
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        # Cancelled until done: a cancel that lands as one of redis-py's own
+        # asyncio.wait_for calls completes is swallowed on Python 3.11.
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=0.1)
+        self._lost()
