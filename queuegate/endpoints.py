@@ -103,7 +103,7 @@ class Endpoints:
             re.escape(endpoint) + r"/(status|leave|stream|join)/([A-Za-z0-9_-]{1,100})"
         )
         self._prefix = endpoint + "/"
-        self.wakeups = Wakeups(gate.store.client, gate.settings.prefix)
+        self.wakeups = Wakeups(gate.store.invalidations)
         self._streams: dict[tuple[str, str], int] = {}  # (room, visitor) -> open streams here
 
     def match(self, route: str) -> tuple[str, str] | None:
@@ -112,9 +112,6 @@ class Endpoints:
             return None
         found = self._pattern.fullmatch(route)
         return None if found is None else (found[1], found[2])
-
-    async def aclose(self) -> None:
-        await self.wakeups.aclose()
 
     async def serve(self, action: str, name: str, scope: Scope, receive: Receive, send: Send) -> None:
         room = self.gate.rooms.room(name)

@@ -256,7 +256,6 @@ class QueueGate:
 
     async def aclose(self) -> None:
         """Close the gate's connections (its lifespan does, when it owns them)."""
-        await self.endpoints.aclose()
         await self.health.aclose()
         await self.store.aclose()
 

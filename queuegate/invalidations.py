@@ -28,6 +28,12 @@ as a second confirmation) may have missed messages before it: copies are
 emptied when a subscription is lost, and ``live_since`` says from which
 Redis time on replies may be copied.
 
+The waiting pages' streams (``queuegate.streams``) are woken by the same
+messages, after the line's version has moved: a stream's check never
+answers from a copy its wake-up has not reached yet. With copies turned off
+(``local_admissions=False``) the subscription still serves the streams,
+and the lease never holds.
+
 Without pub/sub (a Redis Cluster, where redis-py's asyncio client has none)
 the lease never holds: nothing is copied and every request asks Redis.
 """
@@ -66,7 +72,9 @@ def _stopping() -> bool:
 class Invalidations:
     """One process's subscription to what Redis says changed. ``on_revoke``
     hears each revocation (room, visitor or ``*``, Redis ms); ``on_lost``
-    is told when the subscription is lost (every copy must go)."""
+    is told when the subscription is lost (every copy must go); each of
+    ``on_moved`` hears the rooms whose line moved. ``enabled``: copies may
+    be made (else the lease never holds)."""
 
     def __init__(
         self,
@@ -90,11 +98,17 @@ class Invalidations:
         # epoch (one more whenever it is lost or made): see line_version.
         self._moves: dict[str, int] = {}
         self._epoch = 0
+        self.on_moved: list[Callable[[str], None]] = []
+        self.subscribed = asyncio.Event()  # set while a confirmed subscription listens
 
     @property
     def live(self) -> bool:
         """The lease holds: copies may be made and used."""
         return time.monotonic() <= self._fresh_until
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
 
     @property
     def fresh_until(self) -> float:
@@ -115,10 +129,11 @@ class Invalidations:
             return None
         return self._epoch, self._moves.get(room, 0)
 
-    def start(self) -> None:
-        """Subscribe (once, from a running event loop); copies start when the
-        subscription is up."""
-        if self._enabled and self._task is None and isinstance(self._client, aioredis.Redis):
+    def start(self, *, wakeups: bool = False) -> None:
+        """Subscribe (once, from a running event loop): for the copies, if
+        they are enabled (they start when the subscription is up), and for
+        the streams' ``wakeups`` always."""
+        if (self._enabled or wakeups) and self._task is None and isinstance(self._client, aioredis.Redis):
             self._task = asyncio.get_running_loop().create_task(self._listen())
 
     def moved(self, room: str) -> None:
@@ -131,6 +146,7 @@ class Invalidations:
     def _lost(self) -> None:
         self._fresh_until = 0.0
         self._epoch += 1
+        self.subscribed.clear()
         self._on_lost()
 
     async def _listen(self) -> None:
@@ -144,6 +160,7 @@ class Invalidations:
                 seconds, micros = await self._client.time()
                 self._live_since = seconds * 1000 + micros // 1000
                 self._epoch += 1  # lines moved unheard before the subscription
+                self.subscribed.set()
                 await self._hear(pubsub)
             except (RedisError, OSError, TimeoutError) as exc:
                 logger.info("queuegate: the subscription to changes lost (%s); Redis decides meanwhile", exc)
@@ -177,10 +194,12 @@ class Invalidations:
                     self._heard(message["channel"], message["data"])
                 elif kind == "pong" and sent:
                     # Everything published before this ping has been heard.
-                    self._fresh_until = sent.popleft() + LEASE
+                    lease = sent.popleft() + LEASE
+                    if self._enabled:
+                        self._fresh_until = lease
                 elif kind == "psubscribe":
                     raise ConnectionError("redis-py subscribed again on a new connection")
-            if now > self._fresh_until and sent and now - sent[0] > LEASE:
+            if sent and now - sent[0] > LEASE:
                 raise TimeoutError(f"no answer to a ping in {LEASE} s")
             if now - last >= PING_EVERY:
                 last = now
@@ -190,7 +209,10 @@ class Invalidations:
     def _heard(self, channel: bytes, data: bytes) -> None:
         name = channel.decode()
         if name.endswith("}:moved"):
-            self.moved(name[self._prefix_length : -len("}:moved")])
+            room = name[self._prefix_length : -len("}:moved")]
+            self.moved(room)  # before the wake-ups: their checks see the new version
+            for listener in self.on_moved:
+                listener(room)
             return
         room = name[self._prefix_length : -len("}:revoked")]
         visitor, _, at = data.decode().rpartition(":")

@@ -2,9 +2,9 @@
 
 The scripts publish on ``<prefix>:{room}:moved`` whenever a room's line
 moves (admissions, someone leaving, a drain, new settings). Each process
-holds one pattern subscription for all rooms, opened with its first stream,
-and wakes that room's open streams: the process learns of a move once, not
-once per visitor. A woken stream asks for its visitor's place at once when
+hears it on its one subscription (``queuegate.invalidations``, opened with
+its first stream if not before) and wakes that room's open streams: the
+process learns of a move once, not once per visitor. A woken stream asks for its visitor's place at once when
 near the front (fewer than 20 ahead, or an estimated wait under 10 s), and
 at most every quarter of its poll interval further back;
 with or without a wake-up it asks at its poll interval, so a lost
@@ -21,15 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from .invalidations import Invalidations
 
 __all__ = ["FRONT_MS", "FRONT_PLACES", "Wakeups", "events"]
-
-logger = logging.getLogger("queuegate")
 
 # Near the front, a woken stream checks at once: fewer people ahead than
 # FRONT_PLACES, or an estimated wait under FRONT_MS (or unknown). Both, since
@@ -37,37 +33,30 @@ logger = logging.getLogger("queuegate")
 # capacity room the estimate may be the bound of a whole session.
 FRONT_PLACES = 20
 FRONT_MS = 10_000
-RETRY_SUBSCRIBE = 1.0  # seconds between attempts to (re)subscribe
 SUBSCRIBE_WAIT = 1.0  # seconds a new stream waits for the subscription at most
 
 
 class Wakeups:
-    """One pattern subscription per process, fanned out to open streams."""
+    """The process's subscription (``queuegate.invalidations``), fanned out
+    to open streams."""
 
-    def __init__(self, client: aioredis.Redis | aioredis.RedisCluster, prefix: str) -> None:
-        self._client = client
-        self._pattern = f"{prefix}:*:moved"
-        self._prefix_length = len(prefix) + 2  # "<prefix>:{"
+    def __init__(self, invalidations: Invalidations) -> None:
+        self._invalidations = invalidations
         self._waiting: dict[str, set[asyncio.Event]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._subscribed = asyncio.Event()
+        invalidations.on_moved.append(self._moved)
 
     async def ready(self, seconds: float) -> None:
         """Wait (at most ``seconds``) until the subscription is up, so that a
         stream's first check is not followed by a move nobody hears of."""
-        if self._task is not None:
+        if self._invalidations.started:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._subscribed.wait(), timeout=seconds)
-
-    def channel_room(self, channel: bytes) -> str:
-        return channel.decode()[self._prefix_length : -len("}:moved")]
+                await asyncio.wait_for(self._invalidations.subscribed.wait(), timeout=seconds)
 
     def watch(self, room: str) -> asyncio.Event:
         """An event set whenever ``room``'s line moves (until ``unwatch``)."""
         event = asyncio.Event()
         self._waiting.setdefault(room, set()).add(event)
-        if self._task is None and isinstance(self._client, aioredis.Redis):
-            self._task = asyncio.get_running_loop().create_task(self._listen())
+        self._invalidations.start(wakeups=True)
         return event
 
     def unwatch(self, room: str, event: asyncio.Event) -> None:
@@ -77,31 +66,9 @@ class Wakeups:
             if not events:
                 del self._waiting[room]
 
-    async def _listen(self) -> None:
-        while True:
-            assert isinstance(self._client, aioredis.Redis)
-            pubsub = self._client.pubsub()
-            try:
-                await pubsub.psubscribe(self._pattern)
-                self._subscribed.set()
-                async for message in pubsub.listen():
-                    if message["type"] == "pmessage":
-                        for event in self._waiting.get(self.channel_room(message["channel"]), ()):
-                            event.set()
-            except (RedisError, OSError) as exc:
-                logger.info("queuegate: the streams' subscription was lost (%s); streams poll meanwhile", exc)
-            finally:
-                self._subscribed.clear()
-                with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            await asyncio.sleep(RETRY_SUBSCRIBE)
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    def _moved(self, room: str) -> None:
+        for event in self._waiting.get(room, ()):
+            event.set()
 
 
 async def until_moved(event: asyncio.Event, seconds: float) -> bool:

@@ -4,14 +4,17 @@ unknown), so an answer within a second can only have been pushed."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
 from collections.abc import Iterator
 
 import httpx
+import pytest
 
-from queuegate import QueueGate, Room
+from queuegate import QueueGate, Room, Store
+from queuegate.store import connect
 
 from .conftest import SECRET, lifespan_app, served
 
@@ -28,7 +31,7 @@ def stream_events(response: httpx.Response) -> Iterator[tuple[str, dict[str, obj
             name, data = "message", ""
 
 
-def gate_for(redis_url: str) -> QueueGate:
+def gate_for(redis_url: str, local_admissions: bool = True) -> QueueGate:
     return QueueGate(
         lifespan_app,
         rooms=[Room("sale", paths=["/checkout*"], capacity=1, client_limit=0)],
@@ -36,11 +39,14 @@ def gate_for(redis_url: str) -> QueueGate:
         redis=redis_url,
         cookie_secure=False,
         environ={},
+        local_admissions=local_admissions,
     )
 
 
-def test_the_turn_is_pushed_the_moment_it_comes(redis_url: str) -> None:
-    gate = gate_for(redis_url)
+@pytest.mark.parametrize("local_admissions", [True, False])
+def test_the_turn_is_pushed_the_moment_it_comes(redis_url: str, local_admissions: bool) -> None:
+    """Copies on or off, the one subscription wakes the streams."""
+    gate = gate_for(redis_url, local_admissions)
     with served(gate) as base, httpx.Client() as holder, httpx.Client() as waiter:
         assert holder.get(base + "/checkout").status_code == 200  # the one slot
         assert waiter.get(base + "/checkout").status_code == 503  # first in line
@@ -57,6 +63,42 @@ def test_the_turn_is_pushed_the_moment_it_comes(redis_url: str) -> None:
             pushed = time.monotonic() - freed
     assert (name, turn["state"]) == ("state", "active")
     assert pushed < 1.0, f"the turn reached the stream {pushed:.2f} s after it came"
+
+
+def test_a_turn_another_process_gives_is_pushed_at_once_every_time(redis_url: str) -> None:
+    """The move comes from another process (new settings let the next one
+    in), so nothing in the serving process knew of it before its message:
+    the stream's check must not answer from a copy of the line that message
+    has not reached yet (queuegate.fronts). Five turns, one after another."""
+    gate = gate_for(redis_url)
+    room = Room("sale", paths=["/checkout*"], capacity=1, client_limit=0)
+    with served(gate) as base, httpx.Client() as holder:
+        assert holder.get(base + "/checkout").status_code == 200  # the one slot
+        for turn_number in range(1, 6):
+            with httpx.Client() as waiter, httpx.Client() as behind:
+                assert waiter.get(base + "/checkout").status_code == 503  # first in line
+                assert behind.get(base + "/checkout").status_code == 503  # keeps a copy worth having
+                with waiter.stream("GET", base + "/_queuegate/stream/sale", timeout=30) as response:
+                    events = stream_events(response)
+                    name, first = next(events)
+                    assert (name, first["position"]) == ("waiting", 1)
+                    assert behind.get(base + "/_queuegate/status/sale").json()["position"] == 2
+                    freed = time.monotonic()
+                    asyncio.run(_let_one_more_in(redis_url, room, turn_number + 1))
+                    name, turn = next(events)
+                    pushed = time.monotonic() - freed
+                assert (name, turn["state"]) == ("state", "active"), turn_number
+                assert pushed < 1.0, f"turn {turn_number} reached the stream {pushed:.2f} s after it came"
+                behind.post(base + "/_queuegate/leave/sale")
+
+
+async def _let_one_more_in(redis_url: str, room: Room, capacity: int) -> None:
+    other = Store(connect(redis_url, 5.0))
+    try:
+        await other.configure(room, capacity=capacity)
+        await other.stats(room)  # the call that moves the line (and settles the room)
+    finally:
+        await other.aclose()
 
 
 def test_a_stream_without_a_place_says_so_and_ends(redis_url: str) -> None:
