@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from queuegate import Room, Store
 from queuegate.embedded import EmbeddedServer
-from queuegate.fronts import FRONT_PLACES
+from queuegate.fronts import FRONT_PLACES, MIN_READ_INTERVAL
 from queuegate.invalidations import LEASE
 from queuegate.outcomes import text
 from queuegate.store import connect
@@ -110,7 +110,33 @@ async def test_newcomers_behind_a_copy_of_a_short_line_get_their_exact_rank(two:
     await other.enter_many(ROOM, ["d", "e"])  # joins publish nothing: the back only grew
     assert await polls.front_rank(ROOM, "e") == 3
     assert await polls.front_rank(ROOM, "b") == 0
+    await asyncio.sleep(MIN_READ_INTERVAL)
+    assert await polls.front_rank(ROOM, "e") == 3  # this one reads the copy again
     assert await _ranks_agree(polls, ROOM) == 4
+
+
+async def test_a_line_that_moves_all_the_time_is_read_at_most_every_interval(
+    two: tuple[Store, Store],
+) -> None:
+    """Each read of the front costs Redis as much as a few polls: however
+    often the line moves, a process reads a room's front at most every
+    MIN_READ_INTERVAL, and the polls in between ask with the plain commands
+    (still exact)."""
+    polls, other = two
+    visitors = [f"v{i:04d}" for i in range(400)]
+    await other.enter_many(ROOM, visitors)
+    reads = polls.fronts.reads
+    started = asyncio.get_running_loop().time()
+    polled = 0
+    for leaving in reversed(visitors[200:]):  # someone at the back leaves: the line moved
+        await other.leave(ROOM, leaving)
+        for _ in range(3):
+            assert await polls.front_rank(ROOM, "v0100") == 99  # v0000 is inside
+            polled += 1
+    seconds = asyncio.get_running_loop().time() - started
+    made = polls.fronts.reads - reads
+    assert 1 <= made <= seconds / MIN_READ_INTERVAL + 2, (made, seconds, polled)
+    assert polled == 600
 
 
 async def test_a_long_line_s_copy_holds_its_first_places_only(two: tuple[Store, Store]) -> None:
