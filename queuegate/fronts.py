@@ -88,7 +88,7 @@ class FrontCopies:
         holds the whole line, which grew)?"""
         if version is None or room in self._reading:
             return False
-        if time.monotonic() - self._read_at.get(room, -MIN_READ_INTERVAL) < MIN_READ_INTERVAL:
+        if time.monotonic() - self._read_at.get(room, float("-inf")) < MIN_READ_INTERVAL:
             return False
         front = self._fronts.get(room)
         return front is None or front.version != version or front.whole
