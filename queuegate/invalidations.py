@@ -133,7 +133,7 @@ class Invalidations:
         """Subscribe (once, from a running event loop): for the copies, if
         they are enabled (they start when the subscription is up), and for
         the streams' ``wakeups`` always."""
-        if (self._enabled or wakeups) and self._task is None and isinstance(self._client, aioredis.Redis):
+        if self._task is None and (self._enabled or wakeups) and isinstance(self._client, aioredis.Redis):
             self._task = asyncio.get_running_loop().create_task(self._listen())
 
     def moved(self, room: str) -> None:

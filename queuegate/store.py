@@ -127,7 +127,6 @@ class Store:
             on_revoke=lambda room, visitor, at_ms: self.admissions.revoke(room, visitor, at_ms),
             on_lost=lambda: self.admissions.clear(),
         )
-        self._invalidations_started = False
         self.admissions = LocalAdmissions(
             self.invalidations, self.redis_now_ms, on_reset=self.far_back.forget
         )
@@ -297,9 +296,7 @@ class Store:
             until = self.admissions.admitted_until(name, visitor)
             if until is not None:
                 return Outcome("active", self.redis_now_ms(), visitor, expires_ms=until, copyable=True)
-            if not self._invalidations_started:
-                self._invalidations_started = True
-                self.invalidations.start()
+            self.invalidations.start()  # once; later calls do nothing
         if place and user_hash is None and self.far_from is not None:
             far = await self.far_back.answer(name, room, visitor, place, seen_ms, now)
             if far is not None:
