@@ -160,6 +160,15 @@ def _texts(language: Language) -> dict[str, str]:
     return {**texts, "lang": language.tag, "dir": language.dir}
 
 
+@lru_cache(maxsize=64)
+def _labels(language: Language, lottery: bool) -> tuple[tuple[str, str], ...]:
+    """The waiting page's labels of its two figures, in a FIFO line or a draw."""
+    return (
+        ("position_label", language.text(TEXTS["draw_label" if lottery else "place_label"])),
+        ("ahead_label", language.text(TEXTS["next_label" if lottery else "ahead_label"])),
+    )
+
+
 def _template(name: str) -> str:
     return files(__package__).joinpath("templates", name).read_text(encoding="utf-8")
 
@@ -252,6 +261,9 @@ class Pages:
         self._prequeue_page = _Compiled.of(Template(prequeue))
         # Each template in each language, its fixed texts and stylesheet in.
         self._in_language = lru_cache(maxsize=256)(self._bind)
+        # And with each room's values in (a key per room, language, page and
+        # root path; bounded, as a root path may come from a proxy).
+        self._for_room = lru_cache(maxsize=1024)(self._bind_room)
         common: Headers = [
             (b"cache-control", b"no-store"),
             (b"x-content-type-options", b"nosniff"),
@@ -347,15 +359,21 @@ class Pages:
                 )
             )
             return Page(status, headers, text.encode())
+        room_values = (
+            ("title", title),
+            ("status_url", status_url),
+            ("leave_url", leave_url),
+            ("stream_url", stream_url),
+            *_labels(language, lottery),
+        )
         values = {
-            **facts,
-            "stream_url": stream_url,
+            "poll_seconds": str(poll),
+            "updated": language.clock(outcome.now_ms // 1000),
             "position": language.number(outcome.line if lottery else outcome.rank + 1),
-            "position_label": language.text(TEXTS["draw_label" if lottery else "place_label"]),
-            "ahead_label": language.text(TEXTS["next_label" if lottery else "ahead_label"]),
+            "ahead_text": facts["ahead_text"],
+            "eta_text": facts["eta_text"],
         }
-        body = self._render(self._waiting, title, outcome, poll, status_url, leave_url, values, language)
-        return Page(status, headers, body)
+        return Page(status, headers, self._render(self._waiting, language, room_values, values))
 
     def _prequeue(
         self,
@@ -385,41 +403,40 @@ class Pages:
             }
             return self._json(status, headers, payload)
         seconds = math.ceil(opens_in / 1000)
+        room_values = (("title", title), ("status_url", status_url), ("leave_url", leave_url))
         values = {
-            "opens_in_ms": opens_in,
+            "poll_seconds": str(poll),
+            "updated": language.clock(outcome.now_ms // 1000),
+            "opens_in_ms": str(opens_in),
             "countdown": f"{seconds // 60}:{seconds % 60:02d}",
             "line": language.number(outcome.line),
             "opens_at": language.clock(outcome.opens_at_ms // 1000),
             "seed_sha256": outcome.seed_sha256,
         }
-        body = self._render(
-            self._prequeue_page, title, outcome, poll, status_url, leave_url, values, language
-        )
-        return Page(status, headers, body)
+        return Page(status, headers, self._render(self._prequeue_page, language, room_values, values))
 
     def _render(
         self,
         template: _Compiled,
-        title: str,
-        outcome: Outcome,
-        poll: int,
-        status_url: str,
-        leave_url: str,
-        values: Mapping[str, Any],
         language: Language,
+        room_values: tuple[tuple[str, str], ...],
+        values: Mapping[str, str],
     ) -> bytes:
-        every = {
-            "title": title,
-            "status_url": status_url,
-            "leave_url": leave_url,
-            "poll_seconds": poll,
-            "updated": language.clock(outcome.now_ms // 1000),
-            **values,
-        }
-        return self._in_language(template, language).fill({k: _escaped(str(v)) for k, v in every.items()})
+        """``template`` in ``language`` with a room's values (its title, its
+        links, labels: the same for every visitor of the room, put in once)
+        and a response's own ``values``, all escaped."""
+        bound = self._for_room(template, language, room_values)
+        return bound.fill({name: _escaped(value) for name, value in values.items()})
 
     def _bind(self, template: _Compiled, language: Language) -> _Compiled:
         return template.bind({**_texts(language), "style": self._style})
+
+    def _bind_room(
+        self, template: _Compiled, language: Language, room_values: tuple[tuple[str, str], ...]
+    ) -> _Compiled:
+        return self._in_language(template, language).bind(
+            {name: html.escape(value) for name, value in room_values}
+        )
 
     def challenge(
         self,
