@@ -16,6 +16,7 @@ import ipaddress
 import socket
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import NamedTuple
 
 from starlette.types import Scope
 
@@ -48,6 +49,15 @@ def _address(text: str) -> Address | None:
     return address
 
 
+class _Hop(NamedTuple):
+    address: Address | None  # None: not an address
+    trusted: bool  # a trusted proxy's
+    key: str  # the client it stands for: the address, or an IPv6 address's /64
+
+
+_NO_HOP = _Hop(None, False, "unknown")
+
+
 class ClientAddresses:
     def __init__(self, trusted_proxies: Sequence[str]) -> None:
         self._trusted = [ipaddress.ip_network(n, strict=False) for n in trusted_proxies]
@@ -57,11 +67,11 @@ class ClientAddresses:
     def peer(self, scope: Scope) -> Address | None:
         """The address the server reports for the connection."""
         client = scope.get("client")
-        return None if not client else self._hop_of(str(client[0]))[0]
+        return None if not client else self._hop_of(str(client[0])).address
 
-    def _hop_of(self, text: str) -> tuple[Address | None, bool]:
+    def _hop_of(self, text: str) -> _Hop:
         # Only what could be an address reaches the cache.
-        return (None, False) if len(text) > MAX_HOP else self._hop(text)
+        return _NO_HOP if len(text) > MAX_HOP else self._hop(text)
 
     def __call__(self, scope: Scope) -> str:
         """The client, as a key for the per-client limit."""
@@ -76,20 +86,17 @@ class ClientAddresses:
         return self._resolve_cached(peer, forwarded)
 
     def _resolve(self, peer: str, forwarded: bytes | None) -> str:
-        chain = [peer] if forwarded is None else [*forwarded.decode("latin-1").split(","), peer]
-        address = None
-        for hop in reversed(chain):
-            parsed, trusted = self._hop_of(hop.strip())
-            if parsed is None:
+        if forwarded is None:
+            return self._hop_of(peer.strip()).key
+        found = _NO_HOP
+        for hop in reversed([*forwarded.decode("latin-1").split(","), peer]):
+            parsed = self._hop_of(hop.strip())
+            if parsed.address is None:
                 break
-            address = parsed
-            if not trusted:
+            found = parsed
+            if not parsed.trusted:
                 break
-        if address is None:
-            return "unknown"
-        if address.version == 6:
-            return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address) + "/64"
-        return str(address)
+        return found.key
 
     def network(self, scope: Scope) -> str:
         """The client's coarse network, for cookies bound to clients: its /24
@@ -105,9 +112,17 @@ class ClientAddresses:
         prefix = 48 if ":" in client else 24
         return str(ipaddress.ip_network(f"{client.split('/')[0]}/{prefix}", strict=False))
 
-    def _parse_hop(self, text: str) -> tuple[Address | None, bool]:
-        """An address and whether it is a trusted proxy's; ``None`` if it is none."""
+    def _parse_hop(self, text: str) -> _Hop:
+        """An address, whether it is a trusted proxy's, and the client key it
+        stands for (made once per address, with its parse)."""
         address = _address(text)
         if address is None:
-            return None, False
-        return address, any(address in network for network in self._trusted)
+            return _NO_HOP
+        trusted = any(address in network for network in self._trusted)
+        if address.version == 6:
+            key = str(ipaddress.ip_network(f"{address}/64", strict=False).network_address) + "/64"
+        elif ":" in text:  # an IPv4-mapped IPv6 address
+            key = str(address)
+        else:  # IPv4 as the parsers take it: only in its canonical form
+            key = text
+        return _Hop(address, trusted, key)

@@ -129,7 +129,7 @@ def test_client_addresses_are_read_as_the_ipaddress_module_reads_them(text: str)
     ``ipaddress.ip_address`` reads it (leading zeros, short forms, junk)."""
     import ipaddress
 
-    from queuegate.clients import _address
+    from queuegate.clients import ClientAddresses, _address
 
     try:
         expected: object = ipaddress.ip_address(text)
@@ -138,6 +138,15 @@ def test_client_addresses_are_read_as_the_ipaddress_module_reads_them(text: str)
     if isinstance(expected, ipaddress.IPv6Address) and expected.ipv4_mapped is not None:
         expected = expected.ipv4_mapped
     assert _address(text) == expected
+    # The client it stands for: the address as ipaddress writes it, or an
+    # IPv6 address's /64.
+    if expected is None:
+        key = "unknown"
+    elif isinstance(expected, ipaddress.IPv6Address):
+        key = f"{ipaddress.ip_network(f'{expected}/64', strict=False).network_address}/64"
+    else:
+        key = str(expected)
+    assert ClientAddresses([])({"client": (text, 1), "headers": []}) == key or text != text.strip()
 
 
 async def test_ipv4_mapped_clients_are_their_ipv4_address(make_gate: MakeGate) -> None:
