@@ -26,7 +26,9 @@ Result = TypeVar("Result")
 @dataclass
 class _Batch(Generic[Item, Result]):
     context: Any  # what the call needs besides the items (the room)
-    waiters: dict[Item, asyncio.Future[Result]] = field(default_factory=dict)
+    # Each item's callers, a future each: one caller giving up (its future
+    # cancelled) leaves the others' answers alone.
+    waiters: dict[Item, list[asyncio.Future[Result]]] = field(default_factory=dict)
 
 
 class Coalescer(Generic[Item, Result]):
@@ -56,13 +58,15 @@ class Coalescer(Generic[Item, Result]):
                 loop.call_later(self.max_wait, self._flush, key, batch)
             else:
                 loop.call_soon(self._flush, key, batch)
-        waiter = batch.waiters.get(item)
-        if waiter is None:
-            waiter = batch.waiters[item] = loop.create_future()
+        waiter: asyncio.Future[Result] = loop.create_future()
+        callers = batch.waiters.get(item)
+        if callers is None:
+            batch.waiters[item] = [waiter]
             if len(batch.waiters) >= self.max_batch:
                 self._flush(key, batch)
-        # Shared: one caller giving up does not cancel the others' answer.
-        return await asyncio.shield(waiter)
+        else:
+            callers.append(waiter)
+        return await waiter
 
     def _flush(self, key: str, batch: _Batch[Item, Result]) -> None:
         if self._batches.get(key) is not batch:
@@ -79,16 +83,18 @@ class Coalescer(Generic[Item, Result]):
             results = await self._send(batch.context, list(waiters))
         except BaseException as exc:
             self._answered(key)
-            for waiter in waiters.values():
-                if not waiter.done():
-                    waiter.set_exception(exc)
+            for callers in waiters.values():
+                for waiter in callers:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
         self._answered(key)
-        for waiter, result in zip(waiters.values(), results, strict=True):
-            if not waiter.done():
-                waiter.set_result(result)
+        for callers, result in zip(waiters.values(), results, strict=True):
+            for waiter in callers:
+                if not waiter.done():
+                    waiter.set_result(result)
 
     def _answered(self, key: str) -> None:
         """A call of ``key`` came back: the items waiting for it go now."""

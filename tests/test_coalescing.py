@@ -62,3 +62,21 @@ async def test_a_waiting_batch_goes_after_max_wait_if_the_call_in_flight_hangs()
         with pytest.raises(ConnectionError):
             await future  # a failed call is every item's failure
     await coalescer.aclose()
+
+
+async def test_a_caller_giving_up_leaves_the_others_answer_alone() -> None:
+    recorder = Recorder()
+    coalescer: Coalescer[str, str] = Coalescer(recorder.send, max_wait=10.0, max_batch=100)
+    gives_up = asyncio.ensure_future(coalescer.add("room", "r", "a"))
+    stays = asyncio.ensure_future(coalescer.add("room", "r", "a"))  # the same item, asked again
+    alone = asyncio.ensure_future(coalescer.add("room", "r", "b"))
+    await asyncio.sleep(0.001)
+    gives_up.cancel()
+    alone.cancel()
+    await asyncio.sleep(0)
+    recorder.release.set()
+    assert await stays == "r:a"
+    assert gives_up.cancelled()
+    assert alone.cancelled()
+    assert recorder.batches == [["a", "b"]]  # the call went for both, and came back
+    await coalescer.aclose()
