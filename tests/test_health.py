@@ -173,6 +173,49 @@ async def test_past_an_old_overload_probes_grow_while_they_find_room(store: Stor
     assert stats["rate"] <= 20, (stats, rates)  # an overshoot is cut back
 
 
+class QueuedPool(Plant):
+    """A pool of workers whose latency stays at its base until it is full;
+    past that, what it is given beyond what it completes waits, and the
+    latency grows with that backlog (the benchmark's backend)."""
+
+    BASE_MS = 250.0
+
+    def __init__(self, capacity: float) -> None:
+        super().__init__(capacity)
+        self.backlog = 0.0  # requests waiting for a worker
+
+    def step(self, rate: float) -> tuple[int, int, float, int]:
+        self.admitted.append(rate)
+        started = sum(self.admitted) * REQUESTS / VISIT
+        done = min(started + self.backlog, self.capacity)
+        self.backlog += started - done
+        p95 = self.BASE_MS + 1000 * self.backlog / self.capacity
+        return round(done), 0, min(p95, 5000.0), round(started)
+
+
+async def test_a_queue_forming_is_drained_before_the_target_is_crossed(store: Store) -> None:
+    """Given a sixth more than a pool completes: a queue forms, and the
+    latency climbs a sixth of a second each second. The rate comes down when
+    the queue shows (the pool completes less than it is given, by more than
+    chance), before the latency crosses the target, to a little under what
+    the pool completes. Waiting for the target to be crossed cut a second
+    later, from a longer queue (its latency peaked at 833 ms, not 750), to
+    two thirds of what the pool completes (8 a second, not 10): visitors
+    admitted earlier keep coming for a while, so the latency still goes
+    over the target for a few seconds either way."""
+    target = Health(p95_ms=600, floor=2, ceiling=14)  # no raise: the queue forms at 14
+    the_room = room(rate=14, target=target)
+    await fill_line(store, the_room)
+    plant = QueuedPool(capacity=48)  # 12 visitors a second fill it
+    trace = await run(store, the_room, plant, 20, 0)
+    rates = [rate for rate, _ in trace]
+    first_cut = next(i for i, rate in enumerate(rates) if rate < 14)
+    # The look that cut saw the second before: under the target.
+    assert trace[first_cut - 1][1] < 600, (first_cut, trace)
+    assert 10 <= rates[first_cut] < 12, (first_cut, rates)  # a little under what it completes
+    assert max(p95 for _, p95 in trace) < 800, trace
+
+
 async def test_it_backs_off_on_an_error_burst(store: Store) -> None:
     the_room = room(rate=15)
     await fill_line(store, the_room)

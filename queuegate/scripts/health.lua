@@ -48,6 +48,11 @@
 --   g < 1, inside the round trip, the p95 still rising by a tenth a look
 --       a third of it after the cut: down to 0.9 x serving, if above it
 --       (the round trip still counts from the cut);
+--   g = 1, a queue forming: the app completes under DRAIN x what it is
+--       given (by more than the square root of the requests started), the
+--       p95 past halfway from its base to HEADROOM x target, settle / 3
+--       after the last change: down to 0.9 x serving (Vegas's sign of a
+--       queue, BBR's drain), before the target is crossed;
 --   g = 1, p95 under HEADROOM x target, visitors waiting (the value is what
 --       holds them back), `settle` after the last change (half of it while
 --       the p95 is under half the target):
@@ -78,6 +83,7 @@ local BETA = 0.7        -- a cut is at least to this share (CUBIC's)
 local MIN_GRADIENT = 0.25 -- the deepest single cut: to a quarter
 local MAX_RAISE = 2      -- the biggest single raise: to twice
 local PROBE = 1.25      -- a probe past where the app last overloaded: at least a quarter more
+local DRAIN = 0.9       -- completing under this share of what it is given is a queue forming
 local BASE_WINDOW = 30000 -- ms: the base latency is the least p95 of the last one to two
 local WINDOW = 1000     -- ms: figures cover the last one to two of these
 local MAX_WINDOW = 10000 -- ms: a window holding fewer than MIN_SAMPLES lasts up to this
@@ -230,6 +236,7 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
     -- that it completed, successfully, in the same windows. While a queue
     -- grows, this is less than the value.
     local serving = nil
+    local shortfall = value_of[F + 1] - (value_of[2] - value_of[3]) -- started, less completed well
     if value_of[F + 1] >= MIN_SAMPLES then
       serving = value * math.min(1, (value_of[2] - value_of[3]) / value_of[F + 1])
     end
@@ -286,6 +293,22 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       else
         reason = 'hold: ' .. why .. ', the last cut is still showing'
       end
+    elseif serving and serving < DRAIN * value and shortfall >= math.sqrt(value_of[F + 1])
+        and p95 > (base + HEADROOM * target_ms) / 2
+        and now - (tonumber(control[2]) or 0) >= settle / 3 and value > adapt_floor then
+      -- A queue is forming: the app completes less than it is given (the
+      -- expected throughput against the actual one: Vegas's sign of a
+      -- queue, before its delay crosses a threshold), by more than chance
+      -- makes of a few dozen requests (the spread of Poisson arrivals, the
+      -- square root of their count), and the latency has used half the
+      -- room between its base and the headroom. Come down
+      -- to a little under what it completes before the target is crossed
+      -- (BBR's drain, as a second cut does), once the last change has had
+      -- a third of a round trip to show.
+      new = math.max(adapt_floor, math.min(value - 1, math.floor(0.9 * serving)))
+      reason = 'cut: a queue is forming (the app completes less than it is given)'
+      -- Where it overloaded: what it completes (a raise stops under it).
+      redis.call('HSET', h, 'cut_at', now, 'served', serving, 'probes', 0)
     elseif p95 > target_ms * HEADROOM then
       reason = 'hold: near the target'
       -- The knee is near: probes start small again.
