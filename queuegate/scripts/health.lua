@@ -301,10 +301,10 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       -- queue, before its delay crosses a threshold), by more than chance
       -- makes of a few dozen requests (the spread of Poisson arrivals, the
       -- square root of their count), and the latency has used half the
-      -- room between its base and the headroom. Come down
-      -- to a little under what it completes before the target is crossed
-      -- (BBR's drain, as a second cut does), once the last change has had
-      -- a third of a round trip to show.
+      -- room between its base and the headroom. Come down to a little
+      -- under what it completes before the target is crossed (BBR's drain,
+      -- as a second cut does), once the last change has had a third of a
+      -- round trip to show.
       new = math.max(adapt_floor, math.min(value - 1, math.floor(0.9 * serving)))
       reason = 'cut: a queue is forming (the app completes less than it is given)'
       -- Where it overloaded: what it completes (a raise stops under it).
