@@ -271,6 +271,29 @@ async def test_a_cut_starts_from_what_the_app_keeps_up_with(store: Store) -> Non
     assert (await store.stats(fresh, now=T0))["rate"] == 14
 
 
+async def test_a_queue_drained_in_the_last_second_is_not_cut_again(store: Store) -> None:
+    """The figures cover the last one to two seconds, so they lag a queue
+    that has drained by a second: a round trip after a cut, the window
+    before still over the target but the current one under it is a queue
+    that drained (hold, "falling"), not a reason for a second cut."""
+    the_room = room(rate=20)  # settle 10 s
+    await fill_line(store, the_room)
+    slow, fast = buckets(100, 400), buckets(100, 100)  # g = 0.75: a cut by 0.7
+    await store.report(the_room, 100, 0, slow, slow, None, 100, now=T0)
+    assert (await store.stats(the_room, now=T0))["rate"] == 14  # the cut
+    await store.report(the_room, 100, 0, slow, slow, None, 100, now=T0 + 9_000)
+    # A round trip after the cut: the window before is slow, the current fast.
+    await store.report(the_room, 100, 0, fast, fast, None, 100, now=T0 + 10_000)
+    stats = await store.stats(the_room, now=T0 + 10_000)
+    assert stats["p95_ms"] >= 350, stats  # both windows: still over the target
+    assert stats["rate"] == 14, stats
+    assert stats["health_reason"].endswith(", and falling"), stats
+    # Both windows slow: a second cut.
+    await store.report(the_room, 100, 0, slow, slow, None, 100, now=T0 + 11_000)
+    await store.report(the_room, 100, 0, slow, slow, None, 100, now=T0 + 12_000)
+    assert (await store.stats(the_room, now=T0 + 12_000))["rate"] < 14
+
+
 async def test_no_signal_no_change(store: Store) -> None:
     the_room = room(rate=7)
     await fill_line(store, the_room)

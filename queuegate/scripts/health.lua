@@ -39,8 +39,10 @@
 --       floor, in proportion when the error rate is over its maximum;
 --   `serving` = value x successful responses / requests started, in the
 --       windows: what the app keeps up with, in the value's units;
---   g < 1 and the p95 falling by a twentieth since the last look, within
---       3 x settle of a cut: hold (what queued before the cut drains);
+--   g < 1 and the p95 falling, within 3 x settle of a cut: by a twentieth
+--       since the last look, or under the target in the current window
+--       alone (the figures lag a draining queue by a second): hold (what
+--       queued before the cut drains);
 --   g < 1, `settle` after the last cut:
 --         value = min(g, BETA) x min(value, serving), at least 1 less,
 --         never under the floor; `served` (where the app overloaded) is
@@ -139,15 +141,15 @@ for i = 1, F do
 end
 redis.call('HSET', h, unpack(write))
 
--- The q-quantile of a histogram whose first bucket is value_of[first]:
+-- The q-quantile of a histogram whose first bucket is counts[first]:
 -- linear within the bucket it falls in (the last bucket reads as 2x its start).
-local function quantile(first, q)
+local function quantile(counts, first, q)
   local total = 0
-  for i = 0, B - 1 do total = total + value_of[first + i] end
+  for i = 0, B - 1 do total = total + counts[first + i] end
   if total <= 0 then return 0 end
   local want, seen = q * total, 0
   for i = 1, B do
-    local count = value_of[first + i - 1]
+    local count = counts[first + i - 1]
     if count > 0 and seen + count >= want then
       local low = BOUNDS[i - 1] or 0
       local high = BOUNDS[i] or 2 * BOUNDS[#BOUNDS]
@@ -184,15 +186,19 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
   -- latency is at least (censored samples): a pile-up shows now, not when
   -- its slowest requests finish. They are this look's alone: the reporting
   -- process's snapshot, never added to the windows.
-  local completed = {}
+  local completed, latest = {}, {}
   for i = 1, B do
+    local flying = tonumber(ARGV[5 + 2 * B + i]) or 0
     completed[i] = value_of[3 + i]
-    value_of[3 + i] = completed[i] + (tonumber(ARGV[5 + 2 * B + i]) or 0)
+    value_of[3 + i] = completed[i] + flying
+    latest[i] = current[2 + i] + flying
   end
   local n = value_of[2]
-  local p95 = quantile(4, 0.95)
+  local p95 = quantile(value_of, 4, 0.95)
   for i = 1, B do value_of[3 + i] = completed[i] end
-  local first_p95 = quantile(4 + B, 0.95)
+  local first_p95 = quantile(value_of, 4 + B, 0.95)
+  -- The same of the current window alone: the last second or so.
+  local latest_p95 = quantile(latest, 1, 0.95)
   local errors = 0
   if n > 0 then errors = value_of[3] / n end
   -- The base latency: the lowest p95 of the last one to two BASE_WINDOWs
@@ -217,6 +223,9 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
   elseif n < MIN_SAMPLES then
     reason = 'hold: too few responses to judge'
   else
+    -- Half the way from the base latency to the headroom: past it, a
+    -- queue is forming (the app is busy at this rate).
+    local queueing = (base + HEADROOM * target_ms) / 2
     local g = math.min(1, target_ms / math.max(p95, 1))
     local why = string.format('p95 %d ms over the %d ms target', p95, target_ms)
     if errors > max_errors then
@@ -244,11 +253,17 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
     -- Only while the last change was a cut (a raise since ends it).
     local after_cut = control[4] and string.sub(control[7] or '', 1, 4) == 'cut:'
       and since_cut < 3 * settle
-    local falling = after_cut and control[6] and p95 < 0.95 * tonumber(control[6])
+    -- Falling: since the last look, or over the target in the window
+    -- before but no longer in the current one (the last second's
+    -- responses, those in flight counted at their age, enough of them and
+    -- few enough errors): the figures lag a draining queue by a second.
+    local falling = after_cut and ((control[6] and p95 < 0.95 * tonumber(control[6]))
+      or (current[1] >= MIN_SAMPLES and latest_p95 <= target_ms
+        and current[2] <= max_errors * current[1]))
     if g < 1 and falling then
-      -- Still over, but falling since the last look: what was queued
-      -- before the cut is draining. Another cut now would overshoot (TIMELY
-      -- and Vegas read the latency's trend for the same reason).
+      -- Still over, but falling: what was queued before the cut is
+      -- draining. Another cut now would overshoot (TIMELY and Vegas read
+      -- the latency's trend for the same reason).
       reason = 'hold: ' .. why .. ', and falling'
     elseif g < 1 then
       -- A second cut inside the round trip only while the p95 still rises
@@ -294,7 +309,7 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
         reason = 'hold: ' .. why .. ', the last cut is still showing'
       end
     elseif serving and serving < DRAIN * value and shortfall >= math.sqrt(value_of[F + 1])
-        and p95 > (base + HEADROOM * target_ms) / 2
+        and p95 > queueing
         and now - (tonumber(control[2]) or 0) >= settle / 3 and value > adapt_floor then
       -- A queue is forming: the app completes less than it is given (the
       -- expected throughput against the actual one: Vegas's sign of a
