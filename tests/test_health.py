@@ -294,6 +294,32 @@ async def test_a_queue_drained_in_the_last_second_is_not_cut_again(store: Store)
     assert (await store.stats(the_room, now=T0 + 12_000))["rate"] < 14
 
 
+async def test_near_the_last_overload_a_busy_app_gets_no_probe(store: Store) -> None:
+    """At 0.9 of the rate where the app last overloaded, a probe is a bet
+    that it has grown. A latency past halfway from its base to the headroom
+    says it is busy at this rate already: hold. At its base: probe."""
+    the_room = room(rate=20)  # target 300 ms: the headroom is 240
+    await fill_line(store, the_room)
+    await store.report(the_room, 100, 0, buckets(100, 400), buckets(100, 200), None, 100, now=T0)
+    assert (await store.stats(the_room, now=T0))["rate"] == 14  # served: 20
+    at = T0
+    rate = 14
+    while rate < 18:  # slow start back to 0.9 of 20, on fast responses (the base: 50 ms)
+        at += 1000
+        rate, _ = await store.report(the_room, 50, 0, buckets(50, 50), buckets(50, 20), None, 50, now=at)
+    assert rate == 18
+    busy = buckets(50, 170)  # past (50 + 240) / 2
+    for _ in range(12):  # a round trip and more
+        at += 1000
+        rate, reason = await store.report(the_room, 50, 0, busy, buckets(50, 20), None, 50, now=at)
+    assert rate == 18
+    assert reason == "hold: near where the app last overloaded, and busy"
+    for _ in range(12):  # back at its base: a probe
+        at += 1000
+        rate, _ = await store.report(the_room, 50, 0, buckets(50, 50), buckets(50, 20), None, 50, now=at)
+    assert rate > 18
+
+
 async def test_no_signal_no_change(store: Store) -> None:
     the_room = room(rate=7)
     await fill_line(store, the_room)

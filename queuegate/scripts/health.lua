@@ -62,7 +62,10 @@
 --         MAX_RAISE), the loads read from the p95 against the base latency
 --         (see raise_by), at least 1 more; from under 0.9 x `served`, only
 --         up to there (slow start to its threshold, left on the latency as
---         HyStart leaves it); from there on, probes: x PROBE, or +1, +2,
+--         HyStart leaves it); from there on, while the p95 is under halfway
+--         from its base to HEADROOM x target (past it the app is busy at
+--         this rate already: hold, as CUBIC holds near its last maximum),
+--         probes: x PROBE, or +1, +2,
 --         +4 ... with each probe in a row (BBRv2's probing up), whichever
 --         is more (a cut or a p95 near the target starts the count again;
 --         a new overload sets a new `served`); never above the ceiling.
@@ -335,6 +338,12 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       -- Far under the target, half the round trip shows enough; otherwise
       -- a whole one.
       reason = 'hold: healthy, the last change is still showing'
+    elseif tonumber(control[5]) and value >= math.floor(0.9 * tonumber(control[5])) and p95 > queueing then
+      -- At or past where the app last overloaded, a probe is a bet that
+      -- it has grown; a latency past halfway from its base to the headroom
+      -- says it is busy at this rate already (a queue's latency), so the
+      -- bet would lose: hold, as CUBIC holds near its last maximum.
+      reason = 'hold: near where the app last overloaded, and busy'
     else
       -- The step the latency leaves room for, x2 at most (TCP's slow
       -- start), +1 at least; near the target a step is a probe. From under
