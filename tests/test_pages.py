@@ -67,6 +67,37 @@ def test_replacement_waiting_page_reads_as_string_template_would(template: str) 
     assert page.body.decode() == Template(template).safe_substitute(escaped)
 
 
+def test_each_rooms_values_stay_its_own() -> None:
+    """A room's title and links are put into its page once and kept: pages
+    of rooms asked in turn each read as string.Template reads them."""
+    template = "$title|$status_url|$leave_url|$stream_url|$position|$ahead_label|$poll_seconds"
+    pages = Pages(503, template)
+    for turn in range(3):
+        for room, title in (("a", "Sale <A>"), ("b", "Drop & B"), ("a", "Sale <A>")):
+            outcome = Outcome("waiting", 1_763_700_000_000, "v", rank=turn, line=9, eta_ms=-1, poll_ms=5000)
+            body = pages.waiting(
+                title,
+                room,
+                outcome,
+                status_url=f"/{room}/s",
+                leave_url=f"/{room}/l",
+                as_json=False,
+                stream_url=f"/{room}/e",
+                status=200,
+            ).body.decode()
+            values = {
+                "title": title,
+                "status_url": f"/{room}/s",
+                "leave_url": f"/{room}/l",
+                "stream_url": f"/{room}/e",
+                "position": turn + 1,
+                "ahead_label": "Ahead of you",
+                "poll_seconds": 5,
+            }
+            escaped = {name: html.escape(str(value)) for name, value in values.items()}
+            assert body == Template(template).safe_substitute(escaped)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     rank=st.integers(0, 10**9),
