@@ -26,6 +26,7 @@ from typing import Any
 
 from starlette.types import Send
 
+from .compiled import Compiled
 from .i18n import DEFAULT, N_, Language, language_for
 from .store import Outcome
 
@@ -185,57 +186,6 @@ def _csp(template: str) -> bytes:
     ).encode()
 
 
-class _Compiled:
-    """A ``string.Template`` cut at its placeholders once: filling it in is a
-    join of bytes, not a regex pass per response. Same result as
-    ``safe_substitute`` (``$$`` is ``$``; a placeholder without a value stays
-    as written). ``bind`` fills some placeholders for good (a language's
-    texts and the stylesheet), so a response fills only its own values."""
-
-    def __init__(self, literals: list[str], slots: list[tuple[str, str]]) -> None:
-        self._literals = literals
-        self._slots = slots  # (name, text as written)
-        self._encoded = [literal.encode() for literal in literals]
-
-    @classmethod
-    def of(cls, template: Template) -> _Compiled:
-        text = template.template
-        literals: list[str] = []
-        slots: list[tuple[str, str]] = []
-        literal, position = [], 0
-        for found in template.pattern.finditer(text):
-            literal.append(text[position : found.start()])
-            position = found.end()
-            name = found.group("named") or found.group("braced")
-            if name is None:  # "$$", or a "$" that starts no placeholder
-                literal.append("$" if found.group("escaped") is not None else found.group())
-                continue
-            literals.append("".join(literal))
-            slots.append((name, found.group()))
-            literal = []
-        literal.append(text[position:])
-        literals.append("".join(literal))
-        return cls(literals, slots)
-
-    def bind(self, values: Mapping[str, str]) -> _Compiled:
-        literals = [self._literals[0]]
-        slots = []
-        for (name, written), literal in zip(self._slots, self._literals[1:], strict=True):
-            if name in values:
-                literals[-1] += values[name] + literal
-            else:
-                slots.append((name, written))
-                literals.append(literal)
-        return _Compiled(literals, slots)
-
-    def fill(self, values: Mapping[str, str]) -> bytes:
-        parts = [self._encoded[0]]
-        for (name, written), literal in zip(self._slots, self._encoded[1:], strict=True):
-            parts.append(values.get(name, written).encode())
-            parts.append(literal)
-        return b"".join(parts)
-
-
 class Pages:
     """Builds the gate's own responses.
 
@@ -252,13 +202,13 @@ class Pages:
         message = _template("message.html")
         prequeue = _template("prequeue.html")
         challenge = _template("challenge.html")
-        self._challenge = _Compiled.of(Template(challenge))
+        self._challenge = Compiled.of(Template(challenge))
         # The line pages share one stylesheet, put in as it is (it is ours, not
         # a value to escape).
         self._style = _template("line.css")
-        self._waiting = _Compiled.of(Template(waiting))
-        self._message = _Compiled.of(Template(message))
-        self._prequeue_page = _Compiled.of(Template(prequeue))
+        self._waiting = Compiled.of(Template(waiting))
+        self._message = Compiled.of(Template(message))
+        self._prequeue_page = Compiled.of(Template(prequeue))
         # Each template in each language, its fixed texts and stylesheet in.
         self._in_language = lru_cache(maxsize=256)(self._bind)
         # And with each room's values in (a key per room, language, page and
@@ -417,7 +367,7 @@ class Pages:
 
     def _render(
         self,
-        template: _Compiled,
+        template: Compiled,
         language: Language,
         room_values: tuple[tuple[str, str], ...],
         values: Mapping[str, str],
@@ -428,12 +378,12 @@ class Pages:
         bound = self._for_room(template, language, room_values)
         return bound.fill({name: _escaped(value) for name, value in values.items()})
 
-    def _bind(self, template: _Compiled, language: Language) -> _Compiled:
+    def _bind(self, template: Compiled, language: Language) -> Compiled:
         return template.bind({**_texts(language), "style": self._style})
 
     def _bind_room(
-        self, template: _Compiled, language: Language, room_values: tuple[tuple[str, str], ...]
-    ) -> _Compiled:
+        self, template: Compiled, language: Language, room_values: tuple[tuple[str, str], ...]
+    ) -> Compiled:
         return self._in_language(template, language).bind(
             {name: html.escape(value) for name, value in room_values}
         )
