@@ -1,8 +1,9 @@
 """The line in Redis: one Lua script call per operation.
 
-The rules of the line live in ``scripts/*.lua``; this module only builds keys,
-passes arguments and turns replies into Python values (a visitor's answer
-by ``queuegate.outcomes``). Every script that can move the line runs
+The rules of the line live in ``scripts/*.lua``; this module only names the
+operations, passes their arguments and turns replies into Python values (a
+visitor's answer by ``queuegate.outcomes``); ``queuegate.calls`` puts the
+calls on the wire. Every script that can move the line runs
 ``advance.lua`` first, which brings the room up to date, so there is no
 scheduler to run.
 """
@@ -11,17 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import secrets
 import time
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError
-
 from .admissions import LocalAdmissions
 from .analytics import summarise
+from .calls import FAILURES, RoomRef, ScriptCalls, StoreError, UnknownRoom
 from .challenges import Proof
 from .connections import Client, connect, redacted
 from .farback import FarBack, View
@@ -29,29 +27,13 @@ from .fronts import FRONT_PLACES, FrontCopies
 from .invalidations import Invalidations
 from .joins import Joins
 from .outcomes import Outcome, decode, decode_joins, text
-from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
-from .scripts import SCRIPTS, SEEDING, script
+from .pipeline import pack
 from .settings import ConfigError, Room, check_room_setting
 
-# connect, redacted and Client live in queuegate.connections; named here too,
-# where callers have always imported them from.
-__all__ = ["Client", "Outcome", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
-
-RoomRef = Room | str  # a Room from code, or a room's name (its defaults are read from Redis)
-
-
-class StoreError(Exception):
-    """Redis could not answer: down, slow, or refused the command."""
-
-
-class UnknownRoom(StoreError):
-    """A room named only by its name has never been used, so Redis has no
-    settings for it."""
-
-
-# What a Redis call raises when Redis fails: a cluster's client raises
-# RedisClusterException (no RedisError) when no node answers.
-FAILURES = (RedisError, RedisClusterException, OSError)
+# connect, redacted and Client live in queuegate.connections, StoreError and
+# UnknownRoom in queuegate.calls; named here too, where callers have always
+# imported them from.
+__all__ = ["Client", "Outcome", "RoomRef", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
 
 FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
 FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
@@ -60,18 +42,12 @@ FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
 SETTLED_MARGIN_MS = 10
 
 
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    """Mark a future's failure as seen (asyncio logs those nobody saw)."""
-    if not future.cancelled():
-        future.exception()
-
-
 class Store:
     """The rooms' state in one Redis (or cluster) under ``prefix``.
 
-    Script calls share one automatically pipelined connection per server
-    (see ``queuegate.pipeline``); with a cluster, one per primary, each call
-    sent to the node that owns its room's slot.
+    Each operation is a call to a room script (see ``queuegate.calls``:
+    one automatically pipelined connection per server), or reads of the
+    copies Redis keeps coherent in this process.
     """
 
     def __init__(
@@ -86,32 +62,14 @@ class Store:
         self.client = client
         self.prefix = prefix
         self.timeout = timeout
-        self._timeout_ms = round(timeout * 1000)
-        self._scripts = {name: script(name) for name in SCRIPTS}
-        self._shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
-        self._seeded: set[str] = set()
-        # Redis time minus this process's monotonic time (ms), learnt from
-        # replies; every call's deadline is sent in Redis time (clock.lua).
-        self._offset: int | None = None
-        self._syncing: asyncio.Future[Any] | None = None
-        self._loading: dict[str, asyncio.Future[Any]] = {}
-        self._pipeline: AutoPipeline | ClusterPipelines
-        if isinstance(client, aioredis.RedisCluster):
-            self._pipeline = ClusterPipelines(client, timeout, max(1.0, 4 * timeout))
-        else:
-            pool = client.connection_pool
-            # The pipeline keeps its own time (a deadline per call, and a
-            # connection silent for 4 timeouts, 1 s at least, is given up), so
-            # its connection needs no socket timeout of its own.
-            options = {**pool.connection_kwargs, "socket_timeout": None}
-            self._pipeline = AutoPipeline(
-                lambda: pool.connection_class(**options), timeout, max(1.0, 4 * timeout)
-            )
-        # Encoded once: the parts of a script call that repeat.
-        self._encoded_shas = {name: encode("EVALSHA") + encode(sha) for name, sha in self._shas.items()}
-        self._encoded = lru_cache(maxsize=20_000)(encode)
-        self._keys = lru_cache(maxsize=10_000)(self._make_keys)
-        self._head = lru_cache(maxsize=10_000)(self._make_head)
+        # The calls to the room scripts, and Redis's time as their replies
+        # teach it.
+        self.calls = ScriptCalls(client, prefix, timeout)
+        self._call = self.calls.call
+        self.clock = self.calls.clock
+        self.redis_now_ms = self.clock.now_ms
+        self._keys = self.calls.keys
+        self._base = self.calls.base
         # Polls of visitors far from the front, answered from a view of the
         # line (see queuegate.farback); far_from=None: every poll asks Redis.
         self.far_from = far_from
@@ -134,130 +92,9 @@ class Store:
         # Newcomers' joins of one loop turn, sent in one call.
         self.joins = Joins(self.join_many)
 
-    def _command(self, script: str, room: str, extra_keys: Sequence[str], args: Sequence[str]) -> bytes:
-        # Everything up to the room's own keys is the same call after call,
-        # and so are most other keys and arguments (room defaults, flags):
-        # their encodings are cached (not visitor ids, which would only churn
-        # the cache).
-        cached = self._encoded
-        return b"".join(
-            [
-                self._head(script, room, len(extra_keys), len(args)),
-                *[cached(key) for key in extra_keys],
-                *[cached(arg) if len(arg) > 40 or len(arg) < 2 else encode(arg) for arg in args],
-            ]
-        )
-
-    def _make_head(self, script: str, room: str, extra_keys: int, args: int) -> bytes:
-        keys = self._keys(room)
-        return b"".join(
-            [
-                b"*%d\r\n" % (3 + len(keys) + extra_keys + args),
-                self._encoded_shas[script],
-                encode(len(keys) + extra_keys),
-                *[encode(key) for key in keys],
-            ]
-        )
-
-    async def _load(self, script: str) -> None:
-        """Load a script after NOSCRIPT (a restarted or new server; on every
-        node of a cluster). Requests that meet NOSCRIPT together share one
-        load instead of sending the script once each."""
-        loading = self._loading.get(script)
-        if loading is None or loading.done():
-            if isinstance(self._pipeline, ClusterPipelines):
-                load = self.client.script_load(self._scripts[script])  # on every primary
-            else:
-                load = self._pipeline.send(pack("SCRIPT", "LOAD", self._scripts[script]))
-            loading = self._loading[script] = asyncio.ensure_future(load)
-        await asyncio.shield(loading)
-
     def keys(self, room: str) -> tuple[str, ...]:
         """The room's keys: seq, waiting, seen, active, state (made once per room)."""
         return self._keys(room)
-
-    def _base(self, room: str) -> str:
-        # One {room} hash tag for all of a room's keys (these, and the client
-        # and user keys of enter): each script touches a single cluster slot,
-        # and rooms spread over the cluster.
-        return f"{self.prefix}:{{{room}}}:"
-
-    def _make_keys(self, room: str) -> tuple[str, ...]:
-        base = self._base(room)
-        return tuple(base + name for name in ("seq", "waiting", "seen", "active", "state"))
-
-    @staticmethod
-    def _seed_offer() -> str:
-        # Until a room is known to have its secret seed, offer a fresh one with
-        # its SHA-256; the script keeps the first offer and ignores the rest.
-        seed = secrets.token_hex(16)
-        return f"{seed}:{hashlib.sha256(seed.encode()).hexdigest()}"
-
-    def _learn_clock(self, redis_ms: int) -> None:
-        """A reply's Redis time: each sample is at most the true offset (the
-        reply took time to arrive), so the largest is the best; a sample far
-        below it means Redis's clock moved (a failover to another host)."""
-        sample = redis_ms - int(time.monotonic() * 1000)
-        offset = self._offset
-        if offset is None or sample > offset or sample < offset - 1000:
-            self._offset = sample
-
-    def redis_now_ms(self) -> int:
-        """Redis's time now, as last learnt from its replies (this host's
-        wall clock before any reply: Redis TIME is its host's wall clock)."""
-        offset = self._offset
-        if offset is None:
-            return int(time.time() * 1000)
-        return int(time.monotonic() * 1000) + offset
-
-    async def _sync_clock(self) -> None:
-        """Learn Redis's time once, before the first call that needs a deadline."""
-        syncing = self._syncing
-        if syncing is None or syncing.done():
-            syncing = self._syncing = asyncio.ensure_future(self._pipeline.send(pack("TIME"), self.prefix))
-        try:
-            seconds, micros = await asyncio.shield(syncing)
-        except FAILURES as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
-        self._learn_clock(int(seconds) * 1000 + int(micros) // 1000)
-
-    async def _call(
-        self, script: str, room: RoomRef, now: int | None, *args: str, extra_keys: tuple[str, ...] = ()
-    ) -> Any:
-        # On the path of every gated request: one coroutine between the
-        # caller and the reply (each await level costs on the way back too).
-        name, defaults = (room, "") if isinstance(room, str) else (room.name, room.defaults)
-        # The room's lottery seed is offered until a call that stores it
-        # (one that runs advance.lua) has gone through.
-        seed = "" if name in self._seeded or script not in SEEDING else self._seed_offer()
-        if now is not None:
-            clock = str(now)
-        else:
-            offset = self._offset
-            if offset is None:
-                await self._sync_clock()
-                offset = self._offset
-                assert offset is not None
-            # The caller gives up `timeout` from now: a script that starts
-            # later changes nothing (clock.lua).
-            clock = f"d{int(time.monotonic() * 1000) + offset + self._timeout_ms}"
-        command = self._command(script, name, extra_keys, [clock, defaults, seed, *args])
-        key = self._keys(name)[0]  # for a cluster's router
-        try:
-            try:
-                reply = await self._pipeline.send(command, key)
-            except NoScriptError:
-                await self._load(script)
-                reply = await self._pipeline.send(command, key)
-        except RedisError as exc:
-            if str(exc).startswith("UNKNOWN_ROOM"):
-                raise UnknownRoom(f"no room named {name!r} has been used yet") from None
-            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
-        except FAILURES as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
-        if seed:
-            self._seeded.add(name)
-        return reply
 
     async def enter(
         self,
@@ -336,7 +173,7 @@ class Store:
         reply = await self._call("join", room, now, *args, extra_keys=keys)
         outcomes = decode_joins(reply, [visitor for visitor, _ in joins])
         if outcomes and now is None:
-            self._learn_clock(outcomes[0].now_ms)
+            self.clock.learn(outcomes[0].now_ms)
         return outcomes
 
     def _outcome(self, reply: Sequence[Any], name: str, now: int | None, sent_at: float) -> Outcome:
@@ -345,7 +182,7 @@ class Store:
         copy goes to the local admissions."""
         outcome = decode(reply)
         if now is None:
-            self._learn_clock(outcome.now_ms)
+            self.clock.learn(outcome.now_ms)
             if outcome.copyable:
                 self.admissions.copy(name, outcome.visitor, outcome.expires_ms, outcome.now_ms, sent_at)
         return outcome
@@ -362,7 +199,7 @@ class Store:
         reply = await self._call("view", room, now, str(far_from), str(max_age))
         view = View.parse(reply)
         if now is None:
-            self._learn_clock(view.at_ms)
+            self.clock.learn(view.at_ms)
         return view
 
     async def front_rank(self, room: RoomRef, visitor: str, now: int | None = None) -> int | None:
@@ -388,7 +225,7 @@ class Store:
             self.fronts.reading(name)
             commands.append(self._encoded_front(keys[1]))
         try:
-            replies = await self._together(keys[0], commands)
+            replies = await self.calls.together(keys[0], commands)
         except BaseException as exc:
             if len(commands) > 2:
                 self.fronts.gave_up(name)
@@ -407,16 +244,6 @@ class Store:
         if not settled:
             return None
         return None if rank is None else int(rank)
-
-    async def _together(self, key: str, commands: Sequence[bytes]) -> list[Any]:
-        """The replies to commands sent together (one round trip)."""
-        pipeline = self._pipeline
-        if isinstance(pipeline, ClusterPipelines):
-            return list(await asyncio.gather(*(pipeline.send(command, key) for command in commands)))
-        futures = [pipeline.send(command) for command in commands]
-        for later in futures[1:]:
-            later.add_done_callback(_retrieve)  # if an earlier one fails, nobody awaits it
-        return [await future for future in futures]
 
     @staticmethod
     @lru_cache(maxsize=1000)
@@ -599,7 +426,7 @@ class Store:
         await self.joins.aclose()
         await self.far_back.aclose()
         await self.invalidations.aclose()
-        await self._pipeline.aclose()
+        await self.calls.aclose()
         await self.client.aclose()
         # A Sentinel-managed client: its connections to the sentinels too.
         manager = getattr(getattr(self.client, "connection_pool", None), "sentinel_manager", None)

@@ -32,7 +32,7 @@ async def test_rooms_spread_over_slots_and_survive_a_master_failover() -> None:
         gate = QueueGate(ok_app, rooms=rooms, secret_key=SECRET, environ={}, timeout=0.5,
                          redis=f"redis+cluster://127.0.0.1:{nodes[0].port}")  # fmt: skip
         try:
-            assert isinstance(gate.store._pipeline, ClusterPipelines)
+            assert isinstance(gate.store.calls.pipeline, ClusterPipelines)
             cluster = gate.store.client
             assert isinstance(cluster, RedisCluster)
 

@@ -120,10 +120,10 @@ async def test_a_script_run_after_its_deadline_changes_nothing(redis_url: str) -
     room = Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=0)
     try:
         await store.enter(room, "first-visitor-00")
-        assert store._offset is not None
+        assert store.clock.offset is not None
         # As if this process's clock were 10 s behind Redis: every deadline
         # it sends has passed when the script runs.
-        store._offset -= 10_000
+        store.clock.offset -= 10_000
         for call in (
             store.enter(room, "second-visitor-0"),
             store.leave(room, "first-visitor-00"),
@@ -132,7 +132,7 @@ async def test_a_script_run_after_its_deadline_changes_nothing(redis_url: str) -
         ):
             with pytest.raises(StoreError, match="LATE"):
                 await call
-        store._offset += 10_000
+        store.clock.offset += 10_000
         stats = await store.stats(room)
         assert (stats["waiting"], stats["active"], stats["rate"]) == (0, 1, 1)
     finally:

@@ -1,0 +1,235 @@
+"""Script calls on the wire: what every call to a room's Lua scripts shares.
+
+A call is one EVALSHA on the automatically pipelined connection (see
+``queuegate.pipeline``; with a cluster, one per primary, each call sent to
+the node that owns its room's slot). This module builds it (the room's keys,
+and the arguments every script takes first: the clock, the room's defaults
+and, until stored, the lottery's seed offer), loads a script a server does
+not know, turns failures into ``StoreError`` and keeps Redis's time in this
+process (``RedisClock``). What the calls mean is ``queuegate.store``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import time
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+
+from .connections import Client
+from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
+from .scripts import SCRIPTS, SEEDING, script
+from .settings import Room
+
+__all__ = ["FAILURES", "RedisClock", "RoomRef", "ScriptCalls", "StoreError", "UnknownRoom"]
+
+RoomRef = Room | str  # a Room from code, or a room's name (its defaults are read from Redis)
+
+
+class StoreError(Exception):
+    """Redis could not answer: down, slow, or refused the command."""
+
+
+class UnknownRoom(StoreError):
+    """A room named only by its name has never been used, so Redis has no
+    settings for it."""
+
+
+# What a Redis call raises when Redis fails: a cluster's client raises
+# RedisClusterException (no RedisError) when no node answers.
+FAILURES = (RedisError, RedisClusterException, OSError)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a future's failure as seen (asyncio logs those nobody saw)."""
+    if not future.cancelled():
+        future.exception()
+
+
+class RedisClock:
+    """Redis's time in this process: Redis TIME minus this process's
+    monotonic clock (ms), learnt from the Redis time every reply carries."""
+
+    __slots__ = ("offset",)
+
+    def __init__(self) -> None:
+        self.offset: int | None = None
+
+    def learn(self, redis_ms: int) -> None:
+        """A reply's Redis time: each sample is at most the true offset (the
+        reply took time to arrive), so the largest is the best; a sample far
+        below it means Redis's clock moved (a failover to another host)."""
+        sample = redis_ms - int(time.monotonic() * 1000)
+        offset = self.offset
+        if offset is None or sample > offset or sample < offset - 1000:
+            self.offset = sample
+
+    def now_ms(self) -> int:
+        """Redis's time now, as last learnt from its replies (this host's
+        wall clock before any reply: Redis TIME is its host's wall clock)."""
+        offset = self.offset
+        if offset is None:
+            return int(time.time() * 1000)
+        return int(time.monotonic() * 1000) + offset
+
+
+class ScriptCalls:
+    """Calls to the room scripts under ``prefix``, each given up ``timeout``
+    seconds after it is made (in Redis time: clock.lua)."""
+
+    def __init__(self, client: Client, prefix: str, timeout: float) -> None:
+        self.client = client
+        self.prefix = prefix
+        self._timeout_ms = round(timeout * 1000)
+        self._scripts = {name: script(name) for name in SCRIPTS}
+        shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
+        self._seeded: set[str] = set()
+        # Every call's deadline is sent in Redis time.
+        self.clock = RedisClock()
+        self._syncing: asyncio.Future[Any] | None = None
+        self._loading: dict[str, asyncio.Future[Any]] = {}
+        self.pipeline: AutoPipeline | ClusterPipelines
+        if isinstance(client, aioredis.RedisCluster):
+            self.pipeline = ClusterPipelines(client, timeout, max(1.0, 4 * timeout))
+        else:
+            pool = client.connection_pool
+            # The pipeline keeps its own time (a deadline per call, and a
+            # connection silent for 4 timeouts, 1 s at least, is given up), so
+            # its connection needs no socket timeout of its own.
+            options = {**pool.connection_kwargs, "socket_timeout": None}
+            self.pipeline = AutoPipeline(
+                lambda: pool.connection_class(**options), timeout, max(1.0, 4 * timeout)
+            )
+        # Encoded once: the parts of a call that repeat.
+        self._encoded_shas = {name: encode("EVALSHA") + encode(sha) for name, sha in shas.items()}
+        self._encoded = lru_cache(maxsize=20_000)(encode)
+        self.keys = lru_cache(maxsize=10_000)(self._make_keys)
+        self._head = lru_cache(maxsize=10_000)(self._make_head)
+
+    def base(self, room: str) -> str:
+        """The start of each of the room's keys. One {room} hash tag for all
+        of them (these, and the client and user keys of enter): each script
+        touches a single cluster slot, and rooms spread over the cluster."""
+        return f"{self.prefix}:{{{room}}}:"
+
+    def _make_keys(self, room: str) -> tuple[str, ...]:
+        # The room's keys: seq, waiting, seen, active, state.
+        base = self.base(room)
+        return tuple(base + name for name in ("seq", "waiting", "seen", "active", "state"))
+
+    def _command(self, script: str, room: str, extra_keys: Sequence[str], args: Sequence[str]) -> bytes:
+        # Everything up to the room's own keys is the same call after call,
+        # and so are most other keys and arguments (room defaults, flags):
+        # their encodings are cached (not visitor ids, which would only churn
+        # the cache).
+        cached = self._encoded
+        return b"".join(
+            [
+                self._head(script, room, len(extra_keys), len(args)),
+                *[cached(key) for key in extra_keys],
+                *[cached(arg) if len(arg) > 40 or len(arg) < 2 else encode(arg) for arg in args],
+            ]
+        )
+
+    def _make_head(self, script: str, room: str, extra_keys: int, args: int) -> bytes:
+        keys = self.keys(room)
+        return b"".join(
+            [
+                b"*%d\r\n" % (3 + len(keys) + extra_keys + args),
+                self._encoded_shas[script],
+                encode(len(keys) + extra_keys),
+                *[encode(key) for key in keys],
+            ]
+        )
+
+    async def _load(self, script: str) -> None:
+        """Load a script after NOSCRIPT (a restarted or new server; on every
+        node of a cluster). Requests that meet NOSCRIPT together share one
+        load instead of sending the script once each."""
+        loading = self._loading.get(script)
+        if loading is None or loading.done():
+            if isinstance(self.pipeline, ClusterPipelines):
+                load = self.client.script_load(self._scripts[script])  # on every primary
+            else:
+                load = self.pipeline.send(pack("SCRIPT", "LOAD", self._scripts[script]))
+            loading = self._loading[script] = asyncio.ensure_future(load)
+        await asyncio.shield(loading)
+
+    @staticmethod
+    def _seed_offer() -> str:
+        # Until a room is known to have its secret seed, offer a fresh one with
+        # its SHA-256; the script keeps the first offer and ignores the rest.
+        seed = secrets.token_hex(16)
+        return f"{seed}:{hashlib.sha256(seed.encode()).hexdigest()}"
+
+    async def _sync_clock(self) -> None:
+        """Learn Redis's time once, before the first call that needs a deadline."""
+        syncing = self._syncing
+        if syncing is None or syncing.done():
+            syncing = self._syncing = asyncio.ensure_future(self.pipeline.send(pack("TIME"), self.prefix))
+        try:
+            seconds, micros = await asyncio.shield(syncing)
+        except FAILURES as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        self.clock.learn(int(seconds) * 1000 + int(micros) // 1000)
+
+    async def call(
+        self, script: str, room: RoomRef, now: int | None, *args: str, extra_keys: tuple[str, ...] = ()
+    ) -> Any:
+        """Run ``script`` for ``room`` at ``now`` (ms; ``None``: Redis's own
+        time, with this call's deadline) with ``args`` after the ones every
+        script takes, and ``extra_keys`` after the room's own."""
+        # On the path of every gated request: one coroutine between the
+        # caller and the reply (each await level costs on the way back too).
+        name, defaults = (room, "") if isinstance(room, str) else (room.name, room.defaults)
+        # The room's lottery seed is offered until a call that stores it
+        # (one that runs advance.lua) has gone through.
+        seed = "" if name in self._seeded or script not in SEEDING else self._seed_offer()
+        if now is not None:
+            clock = str(now)
+        else:
+            offset = self.clock.offset
+            if offset is None:
+                await self._sync_clock()
+                offset = self.clock.offset
+                assert offset is not None
+            # The caller gives up `timeout` from now: a script that starts
+            # later changes nothing (clock.lua).
+            clock = f"d{int(time.monotonic() * 1000) + offset + self._timeout_ms}"
+        command = self._command(script, name, extra_keys, [clock, defaults, seed, *args])
+        key = self.keys(name)[0]  # for a cluster's router
+        try:
+            try:
+                reply = await self.pipeline.send(command, key)
+            except NoScriptError:
+                await self._load(script)
+                reply = await self.pipeline.send(command, key)
+        except RedisError as exc:
+            if str(exc).startswith("UNKNOWN_ROOM"):
+                raise UnknownRoom(f"no room named {name!r} has been used yet") from None
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        except FAILURES as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+        if seed:
+            self._seeded.add(name)
+        return reply
+
+    async def together(self, key: str, commands: Sequence[bytes]) -> list[Any]:
+        """The replies to plain commands sent together (one round trip), on
+        the node of ``key``. Failures are Redis's own (see FAILURES)."""
+        pipeline = self.pipeline
+        if isinstance(pipeline, ClusterPipelines):
+            return list(await asyncio.gather(*(pipeline.send(command, key) for command in commands)))
+        futures = [pipeline.send(command) for command in commands]
+        for later in futures[1:]:
+            later.add_done_callback(_retrieve)  # if an earlier one fails, nobody awaits it
+        return [await future for future in futures]
+
+    async def aclose(self) -> None:
+        await self.pipeline.aclose()
