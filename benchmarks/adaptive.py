@@ -442,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         for row in report["phases"]
     ]
     report["adaptive_rates"] = runs["adaptive"].rates
+    # Each second: the controller's p95, its responses and its last decision.
+    report["adaptive_looks"] = runs["adaptive"].looks
     if args.json:
         print(json.dumps(report))
         return 0
