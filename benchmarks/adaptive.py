@@ -346,9 +346,14 @@ def oracle(slots: int, phase_seconds: float, rates: list[int]) -> dict[str, Any]
         record = run(str(rate), [slots], phase_seconds)
         figures = phase_figures(record, 0, phase_seconds, warm=phase_seconds / 3)
         tried.append({"rate": rate, **figures})
+    return best_of(tried)
+
+
+def best_of(tried: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sweep's best: highest goodput among the rates whose p95 was over
+    the target at most 10 % of the time (among all, if none was)."""
     fine = [t for t in tried if t["above_target_share"] <= 0.10] or tried
-    best = max(fine, key=lambda t: t["goodput_per_s"])
-    return {"best": best, "tried": tried}
+    return {"best": max(fine, key=lambda t: t["goodput_per_s"]), "tried": tried}
 
 
 def inherited_oracle(
@@ -365,9 +370,7 @@ def inherited_oracle(
         rates_here = [*schedule[:index], rate]
         record = run(str(rates_here[0]), phases[: index + 1], phase_seconds, rates_here)
         tried.append({"rate": rate, **phase_figures(record, index, phase_seconds)})
-    fine = [t for t in tried if t["above_target_share"] <= 0.10] or tried
-    best = max(fine, key=lambda t: t["goodput_per_s"])
-    return {"best": best, "tried": tried}
+    return best_of(tried)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -389,10 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     # Visitors a second each phase's slots can serve (3 requests a visitor).
     most = [slots * 1000 / WORK_MS / len(STEPS) for slots in phases]
     sweep_shares = (0.5, 0.7, 0.85, 1.0) if args.quick else (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-    oracles = [
-        oracle(slots, seconds, sorted({max(1, round(m * s)) for s in sweep_shares}))
-        for slots, m in zip(phases, most, strict=True)
-    ]
+    sweeps = [sorted({max(1, round(m * s)) for s in sweep_shares}) for m in most]
+    oracles = [oracle(slots, seconds, rates) for slots, rates in zip(phases, sweeps, strict=True)]
     # Each phase's oracle rate, set at the phase's start: what an operator
     # who knew each change the moment it came would do. What it loses at a
     # change (the visitors admitted before it still come) no controller of
@@ -400,8 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     schedule = [o["best"]["rate"] for o in oracles]
     inherited = []
     if args.inherited:
-        for index, m in enumerate(most):
-            rates = sorted({max(1, round(m * s)) for s in sweep_shares})
+        for index, rates in enumerate(sweeps):
             inherited.append(inherited_oracle(index, phases, seconds, schedule, rates))
     runs = {
         "oracle_schedule": run(str(schedule[0]), phases, seconds, schedule),
