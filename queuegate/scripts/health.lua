@@ -338,7 +338,7 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       -- Far under the target, half the round trip shows enough; otherwise
       -- a whole one.
       reason = 'hold: healthy, the last change is still showing'
-    elseif tonumber(control[5]) and value >= math.floor(0.9 * tonumber(control[5])) and p95 > queueing then
+    elseif served and value >= math.floor(0.9 * served) and p95 > queueing then
       -- At or past where the app last overloaded, a probe is a bet that
       -- it has grown; a latency past halfway from its base to the headroom
       -- says it is busy at this rate already (a queue's latency), so the
