@@ -216,6 +216,30 @@ async def test_a_queue_forming_is_drained_before_the_target_is_crossed(store: St
     assert max(p95 for _, p95 in trace) < 800, trace
 
 
+async def overload_point(store: Store, the_room: Room) -> float:
+    """Where the controller last saw the app overload, in visitors a second
+    (the controller's own state: what its raises stop under)."""
+    served = await store.client.hget(store.keys(the_room.name)[0].removesuffix("seq") + "health", "served")
+    assert served is not None
+    return float(served)
+
+
+async def test_what_the_app_completes_is_read_at_the_rate_its_requests_came_in_at(store: Store) -> None:
+    """Doubling from 10 to 20 a second overloads a pool that completes 10.75
+    visitors a second. The requests of the moment come from visitors
+    admitted over the last round trip, mostly at 10: what the pool keeps up
+    with is that mean rate times the share it completes (10.75 read 12.2).
+    Read at the rate of the moment, it was 15.6: every later climb then
+    went straight past the pool, to 14, before it probed at all."""
+    target = Health(p95_ms=600, floor=1, ceiling=200, settle=6)
+    the_room = room(rate=5, target=target)
+    await fill_line(store, the_room)
+    plant = QueuedPool(capacity=43)  # 10.75 visitors a second fill it
+    trace = await run(store, the_room, plant, 8, 0)
+    assert max(rate for rate, _ in trace) == 20, trace  # it did double into the overload
+    assert 0.9 * 10.75 <= await overload_point(store, the_room) <= 1.15 * 10.75, trace
+
+
 async def test_it_backs_off_on_an_error_burst(store: Store) -> None:
     the_room = room(rate=15)
     await fill_line(store, the_room)

@@ -37,8 +37,10 @@
 -- queue_all) and the operator not pinning it:
 --   g = clamp(target / p95, MIN_GRADIENT, 1), lowered further, to the same
 --       floor, in proportion when the error rate is over its maximum;
---   `serving` = value x successful responses / requests started, in the
---       windows: what the app keeps up with, in the value's units;
+--   `serving` = admitted x successful responses / requests started, in
+--       the windows: what the app keeps up with, in the value's units;
+--       `admitted` is the value's mean over the last round trip, the rate
+--       the requests of the moment were admitted at;
 --   g < 1 and the p95 falling, within 3 x settle of a cut: by a twentieth
 --       since the last look, or under the target in the current window
 --       alone (the figures lag a draining queue by a second): hold (what
@@ -166,7 +168,7 @@ end
 local field, value = 'capacity', capacity
 if rate > 0 then field, value = 'rate', rate end
 local control = redis.call('HMGET', h, 'adapt_at', 'changed_at', 'reason', 'cut_at', 'served', 'p95_ms',
-  'changed', 'base', 'base_p', 'base_since', 'probes')
+  'changed', 'base', 'base_p', 'base_since', 'probes', 'admitted', 'admitted_at')
 local reason = control[3] or ''
 
 -- How much more the app takes, from its latency: a queue's latency is its
@@ -217,6 +219,20 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
     redis.call('HSET', h, 'base', base_now, 'base_p', base_before or base_now)
   end
   local base = math.min(base_now or p95, base_before or p95)
+  -- The rate the requests of now were admitted at: the requests started in
+  -- the windows come from visitors admitted over the last round trip, not
+  -- at the value of this moment (after a raise, the load of the lower value
+  -- still shows for a while). Its mean over the round trip, kept as an
+  -- exponential mean whose weights are a round trip's on average (a time
+  -- constant of half of it, the mean age of a request's admission).
+  local admitted = tonumber(control[12])
+  local admitted_at = tonumber(control[13]) or now
+  if admitted then
+    admitted = admitted + (value - admitted) * (1 - math.exp(-math.max(0, now - admitted_at) / (settle / 2)))
+  else
+    admitted = value
+  end
+  redis.call('HSET', h, 'admitted', admitted, 'admitted_at', now)
   local new = value
   local pinned = redis.call('HGET', KEYS[5], 'pinned')
   if pinned then
@@ -244,13 +260,16 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
     -- units: visitors per interval), remembered from the last cut.
     local served = tonumber(control[5])
     -- What the app keeps up with now, in the value's units (BBR's
-    -- delivery rate): the value in the proportion of the requests started
-    -- that it completed, successfully, in the same windows. While a queue
-    -- grows, this is less than the value.
-    local serving = nil
+    -- delivery rate): the rate its requests were admitted at in the
+    -- proportion of the requests started that it completed, successfully,
+    -- in the same windows. While a queue grows, this is less than the
+    -- value. (Taken at the value of the moment instead, a doubling into an
+    -- overload read the app as half again as big as it was.)
+    local serving, keeping = nil, 1
     local shortfall = value_of[F + 1] - (value_of[2] - value_of[3]) -- started, less completed well
     if value_of[F + 1] >= MIN_SAMPLES then
-      serving = value * math.min(1, (value_of[2] - value_of[3]) / value_of[F + 1])
+      keeping = math.min(1, (value_of[2] - value_of[3]) / value_of[F + 1])
+      serving = admitted * keeping
     end
     local since_cut = now - (tonumber(control[4]) or 0)
     -- Only while the last change was a cut (a raise since ends it).
@@ -311,7 +330,7 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       else
         reason = 'hold: ' .. why .. ', the last cut is still showing'
       end
-    elseif serving and serving < DRAIN * value and shortfall >= math.sqrt(value_of[F + 1])
+    elseif serving and keeping < DRAIN and shortfall >= math.sqrt(value_of[F + 1])
         and p95 > queueing
         and now - (tonumber(control[2]) or 0) >= settle / 3 and value > adapt_floor then
       -- A queue is forming: the app completes less than it is given (the
