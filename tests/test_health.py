@@ -255,6 +255,21 @@ async def test_a_queue_that_completes_more_than_it_is_given_is_draining(store: S
     assert min(rate for rate, _ in trace[first_cut:]) >= 5, trace
 
 
+async def test_a_slight_overload_is_eased_before_the_target_is_crossed(store: Store) -> None:
+    """11 a second into a pool that completes 10.75: a queue grows by a
+    request a second, too little a shortfall to tell from chance, and the
+    latency creeps up. Near the target and still rising, one visitor less
+    (Vegas's decrease), so the target is never crossed. Waiting for the
+    crossing cut to 7 (by CUBIC's 0.7) each time, twice a minute."""
+    target = Health(p95_ms=600, floor=1, ceiling=11, settle=6)
+    the_room = room(rate=11, target=target)
+    await fill_line(store, the_room)
+    plant = QueuedPool(capacity=43)
+    trace = await run(store, the_room, plant, 60, 0)
+    assert max(p95 for _, p95 in trace) < 600, trace
+    assert min(rate for rate, _ in trace) == 10, trace  # eased by one, not cut by 0.7
+
+
 async def test_it_backs_off_on_an_error_burst(store: Store) -> None:
     the_room = room(rate=15)
     await fill_line(store, the_room)

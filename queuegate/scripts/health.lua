@@ -58,6 +58,9 @@
 --       p95 past halfway from its base to HEADROOM x target, settle / 3
 --       after the last change: down to 0.9 x serving (Vegas's sign of a
 --       queue, BBR's drain), before the target is crossed;
+--   g = 1, p95 over HEADROOM x target and above the last look's, settle
+--       after the last change: one less (Vegas's decrease: a queue growing
+--       too slowly for the shortfall to tell), `served` that value;
 --   g = 1, p95 under HEADROOM x target, visitors waiting (the value is what
 --       holds them back), `settle` after the last change (half of it while
 --       the p95 is under half the target):
@@ -351,6 +354,17 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       reason = 'cut: a queue is forming (the app completes less than it is given)'
       -- Where it overloaded: what it completes (a raise stops under it).
       redis.call('HSET', h, 'cut_at', now, 'served', serving, 'probes', 0)
+    elseif p95 > target_ms * HEADROOM and control[6] and p95 > tonumber(control[6])
+        and now - (tonumber(control[2]) or 0) >= settle and value > adapt_floor then
+      -- Near the target and still rising a round trip after the last
+      -- change: a queue grows, slowly (a few percent too much fills a pool
+      -- in tens of seconds, too little a shortfall to tell from chance).
+      -- One visitor less, as Vegas takes one packet off when its queue
+      -- estimate passes its bound, before the target is crossed and a
+      -- whole cut is due; the app overloads here.
+      new = value - 1
+      reason = 'cut: near the target, a queue growing'
+      redis.call('HSET', h, 'cut_at', now, 'served', value, 'probes', 0)
     elseif p95 > target_ms * HEADROOM then
       reason = 'hold: near the target'
       -- The knee is near: probes start small again.
