@@ -240,21 +240,6 @@ async def test_what_the_app_completes_is_read_at_the_rate_its_requests_came_in_a
     assert 0.9 * 10.75 <= await overload_point(store, the_room) <= 1.15 * 10.75, trace
 
 
-async def test_a_queue_that_completes_more_than_it_is_given_is_draining(store: Store) -> None:
-    """After a cut, a backlog drains while the app completes more than it
-    is given, however its p95 reads (deep in one wide bucket, 1,600-2,000 ms,
-    it looks flat for seconds): no second cut then. Cutting again took the
-    rate down to 1 a second, for a pool that completes 10.75."""
-    target = Health(p95_ms=600, floor=1, ceiling=200, settle=6)
-    the_room = room(rate=5, target=target)
-    await fill_line(store, the_room)
-    plant = QueuedPool(capacity=43)
-    trace = await run(store, the_room, plant, 20, 0)
-    assert max(p95 for _, p95 in trace) > 1600, trace  # a backlog as deep as that
-    first_cut = next(i for i, (rate, _) in enumerate(trace) if i and rate < trace[i - 1][0])
-    assert min(rate for rate, _ in trace[first_cut:]) >= 5, trace
-
-
 async def test_a_slight_overload_is_eased_before_the_target_is_crossed(store: Store) -> None:
     """11 a second into a pool that completes 10.75: a queue grows by a
     request a second, too little a shortfall to tell from chance, and the

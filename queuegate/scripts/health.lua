@@ -43,9 +43,8 @@
 --       the requests of the moment were admitted at;
 --   g < 1 and the p95 falling, within 3 x settle of a cut: by a twentieth
 --       since the last look, or under the target in the current window
---       alone (the figures lag a draining queue by a second), or the app
---       completing more than it is given: hold (what queued before the cut
---       drains);
+--       alone (the figures lag a draining queue by a second): hold (what
+--       queued before the cut drains);
 --   g < 1, `settle` after the last cut:
 --         value = min(g, BETA) x min(value, serving), at least 1 less,
 --         never under the floor; `served` (where the app overloaded) is
@@ -282,14 +281,10 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
     -- Falling: since the last look, or over the target in the window
     -- before but no longer in the current one (the last second's
     -- responses, those in flight counted at their age, enough of them and
-    -- few enough errors): the figures lag a draining queue by a second;
-    -- or the app completing more than it is given, by more than chance (a
-    -- queue shrinks while its departures outrun its arrivals, however its
-    -- latency reads: a p95 deep in one wide bucket looks flat for seconds).
+    -- few enough errors): the figures lag a draining queue by a second.
     local falling = after_cut and ((control[6] and p95 < 0.95 * tonumber(control[6]))
       or (current[1] >= MIN_SAMPLES and latest_p95 <= target_ms
-        and current[2] <= max_errors * current[1])
-      or -shortfall > math.sqrt(value_of[F + 1]))
+        and current[2] <= max_errors * current[1]))
     if g < 1 and falling then
       -- Still over, but falling: what was queued before the cut is
       -- draining. Another cut now would overshoot (TIMELY and Vegas read
