@@ -46,7 +46,6 @@ import asyncio
 import json
 import os
 import random
-import ssl
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -64,6 +63,7 @@ from queuegate import Health, QueueGate, Room
 from queuegate.embedded import EmbeddedServer, server_binary
 from queuegate.store import Store, connect
 
+from .loadgen import Browser
 from .speed import uvicorn_server
 
 TARGET_MS = 600
@@ -86,7 +86,7 @@ SETTLE_S = 6.0
 STEPS = ("browse", "cart", "pay")
 ABANDON_S = 30.0
 ROOM_SETTINGS: dict[str, Any] = {"per": 1.0, "client_limit": 0, "abandon": ABANDON_S}
-JSON = {"accept": "application/json"}
+JSON = "application/json"
 ROOM = "adaptive"
 REACHED = "bench.reached"  # set on a request's scope by the backend
 
@@ -193,17 +193,24 @@ class Record:
     looks: list[str] = field(default_factory=list)  # the p95 and the controller's reason, each second
 
 
-async def visitor(base: str, tls: ssl.SSLContext, record: Record, stop: float) -> None:
-    # A connection pool of its own, as a browser has: one pool shared by a
-    # thousand visitors costs its client time in proportion to its
-    # connections on every request (httpcore scans them), and a long line
-    # then stalls the load generator (100 % of a core), not the app.
-    transport = httpx.AsyncHTTPTransport(verify=tls)  # a shared context: creating one takes ~35 ms
-    client = httpx.AsyncClient(base_url=base, transport=transport, timeout=REQUEST_TIMEOUT_S)
+async def visitor(port: int, record: Record, stop: float) -> None:
+    # A connection of its own, as a browser tab has, from a client that
+    # costs little CPU: with httpx, the load generator spent a whole core on
+    # a long line's polls in phase 3, and its stalls reached the pool as
+    # bursts that only a controller reacts to.
+    browser = Browser(port)
+
+    async def get(path: str, accept: str = "*/*") -> tuple[int, bytes]:
+        try:
+            return await asyncio.wait_for(browser.get(path, accept), REQUEST_TIMEOUT_S)
+        except TimeoutError:
+            browser.close()  # the answer may still come: not on this connection
+            raise
+
     try:
-        first = await client.get("/shop/browse", headers=JSON)
-        if first.status_code != 200:
-            answer = first.json()
+        status, body = await get("/shop/browse", JSON)
+        if status != 200:
+            answer = json.loads(body)
             gives_up = time.monotonic() + PATIENCE_S
             while answer.get("state") in ("waiting", "prequeue"):
                 # The page's stream tells a visitor near the front (fewer than
@@ -215,30 +222,30 @@ async def visitor(base: str, tls: ssl.SSLContext, record: Record, stop: float) -
                 if time.monotonic() + pause > min(stop, gives_up):
                     return  # the run ends, or the visitor gives up waiting
                 await asyncio.sleep(pause)
-                answer = (await client.get(answer["status_url"], headers=JSON)).json()
+                answer = json.loads((await get(answer["status_url"], JSON))[1])
             if answer.get("state") != "active":
                 return
-        for step in STEPS if first.status_code != 200 else STEPS[1:]:
+        for step in STEPS if status != 200 else STEPS[1:]:
             await asyncio.sleep(THINK_S)
             began = time.monotonic()
             try:
-                response = await asyncio.wait_for(client.get(f"/shop/{step}"), REQUEST_TIMEOUT_S)
-            except (httpx.TimeoutException, TimeoutError):
+                status, _ = await get(f"/shop/{step}")
+            except TimeoutError:
                 record.requests.append((time.monotonic() - record.started, REQUEST_TIMEOUT_S * 1000))
                 return  # too slow: the visitor leaves, nothing bought
             done = time.monotonic()
             record.requests.append((done - record.started, (done - began) * 1000))
-            if response.status_code != 200:
+            if status != 200:
                 return
         record.purchases.append(time.monotonic() - record.started)
-    except (httpx.HTTPError, ValueError):
+    except (OSError, TimeoutError, ValueError):
         return
     finally:
-        await client.aclose()
+        browser.close()
 
 
 async def drive(
-    base: str,
+    port: int,
     redis_url: str,
     prefix: str,
     phases: list[int],
@@ -250,9 +257,8 @@ async def drive(
     rng = random.Random(7)
     record = Record(started=time.monotonic(), started_wall=time.time())
     stop = record.started + phase_seconds * len(phases)
-    tls = ssl.create_default_context()
     store = Store(connect(redis_url, 5.0), prefix=prefix)
-    async with httpx.AsyncClient(base_url=base) as control:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as control:
 
         async def phases_and_rates() -> None:
             # One sample at the start of each second: rates[s] is second s.
@@ -278,7 +284,7 @@ async def drive(
             if at >= stop:
                 break
             await asyncio.sleep(max(0.0, at - time.monotonic()))
-            tasks.append(asyncio.create_task(visitor(base, tls, record, stop)))
+            tasks.append(asyncio.create_task(visitor(port, record, stop)))
         await asyncio.sleep(max(0.0, stop - time.monotonic()))
         for task in tasks:
             task.cancel()
@@ -294,8 +300,7 @@ def run(mode: str, phases: list[int], phase_seconds: float, schedule: list[int] 
         prefix = f"qg{time.time_ns()}"
         env = {"QUEUEGATE_BENCH_PREFIX": prefix}
         with uvicorn_server(mode, server.url, app="benchmarks.adaptive:app", env=env) as served:
-            base = f"http://127.0.0.1:{served.port}"
-            return uvloop.run(drive(base, server.url, prefix, phases, phase_seconds, schedule))
+            return uvloop.run(drive(served.port, server.url, prefix, phases, phase_seconds, schedule))
 
 
 # -- the figures ---------------------------------------------------------------
