@@ -146,9 +146,10 @@ class Backend:
 
 
 async def simulate(
-    redis_url: str, phases: list[int], phase_seconds: int, seed: int, fixed: int | None = None
+    redis_url: str, phases: list[int], phase_seconds: int, seed: int, fixed: list[int] | None = None
 ) -> Record:
-    """One run: the adaptive room (``fixed=None``) or a fixed rate."""
+    """One run: the adaptive room (``fixed=None``) or fixed rates, one for
+    each phase, set at its start (one rate for all: ``[rate]``)."""
     rng = random.Random(seed)
     store = Store(connect(redis_url, 5.0), prefix=f"qgsim{time.time_ns()}")
     try:
@@ -156,7 +157,7 @@ async def simulate(
         room = Room(
             "sim",
             paths=["/shop/*"],
-            rate=fixed or 5,
+            rate=fixed[0] if fixed else 5,
             per=1.0,
             abandon=3600.0,
             client_limit=0,
@@ -169,7 +170,10 @@ async def simulate(
         backend = Backend(phases[0], rng)
         admitted = 0
         for second in range(phase_seconds * len(phases)):
-            backend.slots = phases[second // phase_seconds]
+            phase = second // phase_seconds
+            backend.slots = phases[phase]
+            if fixed and second % phase_seconds == 0 and phase < len(fixed):
+                await store.configure(room, rate=fixed[phase], now=T0 + second * 1000)
             stats = await store.stats(room, now=T0 + second * 1000)
             backend.record.rates.append(int(stats["rate"]))
             backend.record.looks.append(f"{stats.get('p95_ms')} {stats.get('health_reason')}")
@@ -201,7 +205,7 @@ async def sweep(redis_url: str, slots: int, seconds: int, seeds: int) -> dict[st
     most = slots * 1000 / WORK_MS / len(STEPS)
     tried = []
     for rate in sorted({max(1, round(most * share)) for share in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)}):
-        runs = [await simulate(redis_url, [slots], seconds, seed, fixed=rate) for seed in range(seeds)]
+        runs = [await simulate(redis_url, [slots], seconds, seed, fixed=[rate]) for seed in range(seeds)]
         each = [phase_figures(r, 0, seconds, warm=seconds / 3) for r in runs]
         goodput = statistics.mean(f["goodput_per_s"] for f in each)
         over = statistics.mean(f["above_target_share"] for f in each)
@@ -213,26 +217,36 @@ async def sweep(redis_url: str, slots: int, seconds: int, seeds: int) -> dict[st
 async def report(redis_url: str, seeds: int, seconds: int, trace: bool) -> dict[str, Any]:
     phases = list(PHASES)
     oracles = [await sweep(redis_url, slots, seconds, seeds) for slots in phases]
-    runs = [await simulate(redis_url, phases, seconds, seed) for seed in range(seeds)]
+    schedule = [o["rate"] for o in oracles]
+    runs = {
+        # Each phase's oracle rate from its start: what no controller of
+        # admissions can beat at a change (the visitors admitted before
+        # it still come).
+        "oracle_schedule": [await simulate(redis_url, phases, seconds, s, schedule) for s in range(seeds)],
+        "adaptive": [await simulate(redis_url, phases, seconds, s) for s in range(seeds)],
+    }
     if trace:
-        record = runs[0]
+        record = runs["adaptive"][0]
         for second, (rate, look) in enumerate(zip(record.rates, record.looks, strict=True)):
             print(second, rate, look)
-    rows = []
-    for index, (slots, mean) in enumerate(zip(phases, figures(runs, phases, seconds), strict=True)):
-        per_run = [phase_figures(r, index, seconds)["goodput_per_s"] for r in runs]
-        best = oracles[index]["goodput_per_s"]
-        rows.append(
-            {
-                "slots": slots,
-                "oracle_rate": oracles[index]["rate"],
-                "goodput_vs_oracle": round(mean["goodput_per_s"] / max(best, 0.01), 3),
-                "goodput_vs_oracle_range": [round(min(per_run) / best, 3), round(max(per_run) / best, 3)],
-                "above_target_share": mean["above_target_share"],
-                "settle_seconds": mean["settle_seconds"],
-            }
-        )
-    return {"seeds": seeds, "phase_seconds": seconds, "adaptive": rows}
+    result: dict[str, Any] = {"seeds": seeds, "phase_seconds": seconds}
+    for name, records in runs.items():
+        rows = []
+        for index, (slots, mean) in enumerate(zip(phases, figures(records, phases, seconds), strict=True)):
+            per_run = [phase_figures(r, index, seconds)["goodput_per_s"] for r in records]
+            best = oracles[index]["goodput_per_s"]
+            rows.append(
+                {
+                    "slots": slots,
+                    "oracle_rate": oracles[index]["rate"],
+                    "goodput_vs_oracle": round(mean["goodput_per_s"] / max(best, 0.01), 3),
+                    "goodput_vs_oracle_range": [round(min(per_run) / best, 3), round(max(per_run) / best, 3)],
+                    "above_target_share": mean["above_target_share"],
+                    "settle_seconds": mean["settle_seconds"],
+                }
+            )
+        result[name] = rows
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,14 +264,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     print(f"target p95 {TARGET_MS} ms; phases of {args.phase_seconds} s; means of {args.seeds} seeds")
-    heads = ("phase", "oracle rate", "vs oracle", "(range)", "p95>target", "settle s")
-    print(" ".join(f"{h:>{w}}" for h, w in zip(heads, (6, 11, 10, 13, 11, 9), strict=True)))
-    for index, row in enumerate(result["adaptive"]):
-        low, high = row["goodput_vs_oracle_range"]
-        print(
-            f"{index + 1:>3} ({row['slots']}) {row['oracle_rate']:>11} {row['goodput_vs_oracle']:>10.3f} "
-            f"{f'{low:.2f}-{high:.2f}':>13} {row['above_target_share']:>11.1%} {row['settle_seconds']:>9.1f}"
-        )
+    heads = ("phase", "run", "oracle rate", "vs oracle", "(range)", "p95>target", "settle s")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(heads, (6, 15, 11, 10, 13, 11, 9), strict=True)))
+    for index in range(len(PHASES)):
+        for name in ("oracle_schedule", "adaptive"):
+            row = result[name][index]
+            low, high = row["goodput_vs_oracle_range"]
+            label = f"{index + 1} ({row['slots']})" if name == "oracle_schedule" else ""
+            spread = f"{low:.2f}-{high:.2f}"
+            print(
+                f"{label:>6} {name:>15} {row['oracle_rate']:>11} {row['goodput_vs_oracle']:>10.3f} "
+                f"{spread:>13} {row['above_target_share']:>11.1%} {row['settle_seconds']:>9.1f}"
+            )
     return 0
 
 

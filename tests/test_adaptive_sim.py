@@ -18,7 +18,7 @@ async def test_under_capacity_every_visitor_buys_at_the_base_latency(redis_url: 
     """8 places of 250 ms serve 32 requests (10.7 visitors) a second; at 6 a
     second most requests find a place at once, none fails, and every
     admitted visitor buys."""
-    record = await simulate(redis_url, [8], 30, seed=1, fixed=6)
+    record = await simulate(redis_url, [8], 30, seed=1, fixed=[6])
     assert set(record.rates) == {6}
     latencies = [ms for _, ms in record.served]
     assert statistics.median(latencies) == pytest.approx(WORK_MS)
@@ -32,7 +32,7 @@ async def test_over_capacity_a_queue_runs_away_and_requests_fail(redis_url: str)
     """At 16 a second into the same pool (48 requests a second for 32), the
     wait grows until requests fail after POOL_TIMEOUT_S, and purchases fall
     under what the pool could serve."""
-    record = await simulate(redis_url, [8], 30, seed=1, fixed=16)
+    record = await simulate(redis_url, [8], 30, seed=1, fixed=[16])
     late = p95_per_second(record.served, 20, 30)
     assert min(late) > TARGET_MS
     failed = [ms for _, ms in record.served if ms == POOL_TIMEOUT_S * 1000]
