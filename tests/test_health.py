@@ -361,6 +361,28 @@ async def test_near_the_last_overload_a_busy_app_gets_no_probe(store: Store) -> 
     assert rate > 18
 
 
+async def test_past_the_last_overload_probes_start_at_one_visitor(store: Store) -> None:
+    """Past 0.9 of where the app last overloaded, a probe adds one visitor,
+    then 2, 4, 8 with each probe in a row that did not overload. A first
+    probe of a quarter (BBR's gain) overshot a pool near its knee by two
+    or three visitors at 10-16 a second: in the simulated benchmark
+    (``python -m benchmarks.adaptive_sim``, 32 seeds) phase 1 spent 22 % of
+    its seconds over the target with it, 14 % with probes from one."""
+    the_room = room(rate=20)
+    await fill_line(store, the_room)
+    await store.report(the_room, 100, 0, buckets(100, 400), buckets(100, 200), None, 100, now=T0)
+    assert (await store.stats(the_room, now=T0))["rate"] == 14  # served: 20
+    at, rate, rates = T0, 14, []
+    for _ in range(80):  # fast responses (the base: 50 ms): slow start to 18, then probes
+        at += 1000
+        rate, _ = await store.report(the_room, 50, 0, buckets(50, 50), buckets(50, 20), None, 50, now=at)
+        if not rates or rate != rates[-1]:
+            rates.append(rate)
+        if rate >= 25:
+            break
+    assert rates == [14, 18, 19, 21, 25], rates
+
+
 async def test_no_signal_no_change(store: Store) -> None:
     the_room = room(rate=7)
     await fill_line(store, the_room)

@@ -70,10 +70,10 @@
 --         HyStart leaves it); from there on, while the p95 is under halfway
 --         from its base to HEADROOM x target (past it the app is busy at
 --         this rate already: hold, as CUBIC holds near its last maximum),
---         probes: x PROBE, or +1, +2,
---         +4 ... with each probe in a row (BBRv2's probing up), whichever
---         is more (a cut or a p95 near the target starts the count again;
---         a new overload sets a new `served`); never above the ceiling.
+--         probes: +1, +2, +4 ... with each probe in a row (Vegas's
+--         additive step, growing as BBRv2 grows its probing up; a cut or a
+--         p95 near the target starts the count again; a new overload sets
+--         a new `served`); never above the ceiling.
 --   Otherwise the value holds: no evidence, no change.
 -- The value is the room's rate (visitors per interval) or, in a room without
 -- a rate, its capacity; it is written where `configure` writes it, so the
@@ -92,7 +92,6 @@ local HEADROOM = 0.8    -- raise only while the p95 is under this share of the t
 local BETA = 0.7        -- a cut is at least to this share (CUBIC's)
 local MIN_GRADIENT = 0.25 -- the deepest single cut: to a quarter
 local MAX_RAISE = 2      -- the biggest single raise: to twice
-local PROBE = 1.25      -- a probe past where the app last overloaded: at least a quarter more
 local DRAIN = 0.9       -- completing under this share of what it is given is a queue forming
 local BASE_WINDOW = 30000 -- ms: the base latency is the least p95 of the last one to two
 local WINDOW = 1000     -- ms: figures cover the last one to two of these
@@ -388,15 +387,16 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
         new = math.min(new, threshold)
       elseif served then
         -- From there on, a probe: a latency that stays flat until the knee
-        -- (a pool of workers) says nothing of the room left. A quarter
-        -- more (BBR's probe), or 1, 2, 4, 8 ... more with each probe in a
-        -- row that did not overload, whichever is more (BBRv2 grows its
-        -- ceiling so while probing up: the app may have grown by far more
-        -- than the last overload point, and a visitor at a time would take
-        -- minutes to find it at small rates). A cut, or a p95 near the
+        -- (a pool of workers) says nothing of the room left. One visitor
+        -- more (Vegas's additive step), then 2, 4, 8 ... with each probe
+        -- in a row that did not overload (BBRv2 grows its probing up so:
+        -- the app may have grown by far more than the last overload point,
+        -- and a visitor at a time would take minutes to find it). A first
+        -- probe of a quarter more (BBR's gain) went two or three visitors
+        -- past a pool's knee at 10-16 a second. A cut, or a p95 near the
         -- target, starts the count again.
         local probes = tonumber(control[11]) or 0
-        local step = math.max(math.floor(value * (PROBE - 1)), 2 ^ probes)
+        local step = 2 ^ probes
         new = math.min(new, value + step)
         redis.call('HSET', h, 'probes', math.min(probes + 1, 30)) -- at the ceiling, probes go on
       end
