@@ -383,6 +383,31 @@ async def test_past_the_last_overload_probes_start_at_one_visitor(store: Store) 
     assert rates == [14, 18, 19, 21, 25], rates
 
 
+async def test_a_busy_app_starts_the_probes_count_again(store: Store) -> None:
+    """Probes in a row grow (+1, +2, +4); a look at a busy app near the last
+    overload (the p95 past halfway from its base to the headroom) says the
+    knee is near, as a p95 near the target does: the next probe is one
+    visitor again, not the next of the series (in the real benchmark, 14
+    -> 18 into a pool that serves 16)."""
+    the_room = room(rate=20)  # target 300 ms: the headroom is 240
+    await fill_line(store, the_room)
+    await store.report(the_room, 100, 0, buckets(100, 400), buckets(100, 200), None, 100, now=T0)
+    at, rate = T0, 14
+    fast, busy = buckets(50, 50), buckets(50, 170)  # the base; past (50 + 240) / 2
+    while rate < 21:  # slow start to 18, then probes +1 and +2
+        at += 1000
+        rate, _ = await store.report(the_room, 50, 0, fast, buckets(50, 20), None, 50, now=at)
+    assert rate == 21
+    for _ in range(12):  # a round trip and more, busy
+        at += 1000
+        rate, reason = await store.report(the_room, 50, 0, busy, buckets(50, 20), None, 50, now=at)
+    assert (rate, reason) == (21, "hold: near where the app last overloaded, and busy")
+    while rate == 21:
+        at += 1000
+        rate, _ = await store.report(the_room, 50, 0, fast, buckets(50, 20), None, 50, now=at)
+    assert rate == 22
+
+
 async def test_no_signal_no_change(store: Store) -> None:
     the_room = room(rate=7)
     await fill_line(store, the_room)

@@ -71,9 +71,9 @@
 --         from its base to HEADROOM x target (past it the app is busy at
 --         this rate already: hold, as CUBIC holds near its last maximum),
 --         probes: +1, +2, +4 ... with each probe in a row (Vegas's
---         additive step, growing as BBRv2 grows its probing up; a cut or a
---         p95 near the target starts the count again; a new overload sets
---         a new `served`); never above the ceiling.
+--         additive step, growing as BBRv2 grows its probing up; a cut, a
+--         p95 near the target or a busy look starts the count again; a new
+--         overload sets a new `served`); never above the ceiling.
 --   Otherwise the value holds: no evidence, no change.
 -- The value is the room's rate (visitors per interval) or, in a room without
 -- a rate, its capacity; it is written where `configure` writes it, so the
@@ -376,6 +376,8 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       -- says it is busy at this rate already (a queue's latency), so the
       -- bet would lose: hold, as CUBIC holds near its last maximum.
       reason = 'hold: near where the app last overloaded, and busy'
+      -- The knee is near: probes start small again.
+      redis.call('HSET', h, 'probes', 0)
     else
       -- The step the latency leaves room for, x2 at most (TCP's slow
       -- start), +1 at least; near the target a step is a probe. From under
@@ -393,8 +395,8 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
         -- the app may have grown by far more than the last overload point,
         -- and a visitor at a time would take minutes to find it). A first
         -- probe of a quarter more (BBR's gain) went two or three visitors
-        -- past a pool's knee at 10-16 a second. A cut, or a p95 near the
-        -- target, starts the count again.
+        -- past a pool's knee at 10-16 a second. A cut, a p95 near the
+        -- target or a look at a busy app starts the count again.
         local probes = tonumber(control[11]) or 0
         local step = 2 ^ probes
         new = math.min(new, value + step)
