@@ -310,6 +310,26 @@ async def test_a_cut_starts_from_what_the_app_keeps_up_with(store: Store) -> Non
     assert (await store.stats(fresh, now=T0))["rate"] == 14
 
 
+async def test_after_a_cut_what_the_app_keeps_up_with_is_read_at_the_lower_rate(store: Store) -> None:
+    """After a cut, the requests of the moment come from visitors admitted
+    at the old rate and the new one; what the app keeps up with is read at
+    the lower of the round trip's mean and the rate now, so that a second
+    cut (the p95 still rising a third of a round trip later) drains the
+    queue. Read at the mean alone, a pool that fell to a third was given
+    more than it served for six more seconds in the benchmark, and the
+    p95 sat at the pool's 2 s limit."""
+    the_room = room(rate=20)  # settle 10 s
+    await fill_line(store, the_room)
+    await store.report(the_room, 10, 0, buckets(10, 320), buckets(10, 100), None, 10, now=T0)
+    assert (await store.stats(the_room, now=T0))["rate"] == 14  # the cut: 0.7 x 20
+    # 4 s later: the p95 still rising, half of what started completed. The
+    # mean of the round trip is still near 20 (16.7); the rate is 14.
+    await store.report(the_room, 10, 0, buckets(10, 450), buckets(10, 100), None, 20, now=T0 + 4000)
+    stats = await store.stats(the_room, now=T0 + 4000)
+    assert stats["health_changed"].endswith("to what the app completes"), stats
+    assert stats["rate"] == 6, stats  # 0.9 x 14 x 10/20 (at the mean: 0.9 x 16.7 x 10/20 = 7)
+
+
 async def test_a_queue_drained_in_the_last_second_is_not_cut_again(store: Store) -> None:
     """The figures cover the last one to two seconds, so they lag a queue
     that has drained by a second: a round trip after a cut, the window

@@ -39,8 +39,9 @@
 --       floor, in proportion when the error rate is over its maximum;
 --   `serving` = admitted x successful responses / requests started, in
 --       the windows: what the app keeps up with, in the value's units;
---       `admitted` is the value's mean over the last round trip, the rate
---       the requests of the moment were admitted at;
+--       `admitted` is the value's mean over the last round trip (the rate
+--       the requests of the moment were admitted at), or the value now if
+--       that is lower;
 --   g < 1 and the p95 falling, within 3 x settle of a cut: by a twentieth
 --       since the last look, or under the target in the current window
 --       alone (the figures lag a draining queue by a second): hold (what
@@ -265,13 +266,17 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
     -- delivery rate): the rate its requests were admitted at in the
     -- proportion of the requests started that it completed, successfully,
     -- in the same windows. While a queue grows, this is less than the
-    -- value. (Taken at the value of the moment instead, a doubling into an
-    -- overload read the app as half again as big as it was.)
+    -- value. The rate they were admitted at is the round trip's mean, or
+    -- the value now if that is lower: after a raise the load of the lower
+    -- value still shows (taken at the value, a doubling into an overload
+    -- read the app as half again as big as it was); after a cut, the
+    -- lower reading drains (taken at the mean, a second cut after a pool
+    -- fell to a third still gave it more than it served).
     local serving, keeping = nil, 1
     local shortfall = value_of[F + 1] - (value_of[2] - value_of[3]) -- started, less completed well
     if value_of[F + 1] >= MIN_SAMPLES then
       keeping = math.min(1, (value_of[2] - value_of[3]) / value_of[F + 1])
-      serving = admitted * keeping
+      serving = math.min(admitted, value) * keeping
     end
     local since_cut = now - (tonumber(control[4]) or 0)
     -- Only while the last change was a cut (a raise since ends it).
