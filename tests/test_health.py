@@ -392,7 +392,8 @@ async def test_past_the_last_overload_probes_start_at_one_visitor(store: Store) 
     await fill_line(store, the_room)
     await store.report(the_room, 100, 0, buckets(100, 400), buckets(100, 200), None, 100, now=T0)
     assert (await store.stats(the_room, now=T0))["rate"] == 14  # served: 20
-    at, rate, rates = T0, 14, []
+    at, rate = T0, 14
+    rates: list[int] = []
     for _ in range(80):  # fast responses (the base: 50 ms): slow start to 18, then probes
         at += 1000
         rate, _ = await store.report(the_room, 50, 0, buckets(50, 50), buckets(50, 20), None, 50, now=at)
