@@ -189,13 +189,13 @@ async def simulate(
         await store.aclose()
 
 
-def figures(records: list[Record], phases: list[int], seconds: int) -> list[dict[str, float]]:
-    """Each phase's figures, the mean over the runs."""
-    out = []
-    for index in range(len(phases)):
-        each = [phase_figures(record, index, seconds) for record in records]
-        out.append({key: round(statistics.mean(f[key] for f in each), 3) for key in each[0]})
-    return out
+def figures(records: list[Record], index: int, seconds: int, warm: float = 0.0) -> dict[str, Any]:
+    """Phase ``index``'s figures, the mean over the runs, and each run's
+    goodput (``goodput_each``)."""
+    each = [phase_figures(record, index, seconds, warm) for record in records]
+    mean: dict[str, Any] = {key: round(statistics.mean(f[key] for f in each), 3) for key in each[0]}
+    mean["goodput_each"] = [f["goodput_per_s"] for f in each]
+    return mean
 
 
 async def sweep(redis_url: str, slots: int, seconds: int, seeds: int) -> dict[str, Any]:
@@ -206,10 +206,8 @@ async def sweep(redis_url: str, slots: int, seconds: int, seeds: int) -> dict[st
     tried = []
     for rate in sorted({max(1, round(most * share)) for share in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)}):
         runs = [await simulate(redis_url, [slots], seconds, seed, fixed=[rate]) for seed in range(seeds)]
-        each = [phase_figures(r, 0, seconds, warm=seconds / 3) for r in runs]
-        goodput = statistics.mean(f["goodput_per_s"] for f in each)
-        over = statistics.mean(f["above_target_share"] for f in each)
-        tried.append({"rate": rate, "goodput_per_s": round(goodput, 3), "above_target_share": round(over, 3)})
+        mean = figures(runs, 0, seconds, warm=seconds / 3)
+        tried.append({"rate": rate, **{k: mean[k] for k in ("goodput_per_s", "above_target_share")}})
     fine = [t for t in tried if t["above_target_share"] <= 0.10] or tried
     return max(fine, key=lambda t: t["goodput_per_s"])
 
@@ -232,8 +230,9 @@ async def report(redis_url: str, seeds: int, seconds: int, trace: bool) -> dict[
     result: dict[str, Any] = {"seeds": seeds, "phase_seconds": seconds}
     for name, records in runs.items():
         rows = []
-        for index, (slots, mean) in enumerate(zip(phases, figures(records, phases, seconds), strict=True)):
-            per_run = [phase_figures(r, index, seconds)["goodput_per_s"] for r in records]
+        for index, slots in enumerate(phases):
+            mean = figures(records, index, seconds)
+            per_run = mean["goodput_each"]
             best = oracles[index]["goodput_per_s"]
             rows.append(
                 {
