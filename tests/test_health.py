@@ -429,6 +429,31 @@ async def test_a_busy_app_starts_the_probes_count_again(store: Store) -> None:
     assert rate == 22
 
 
+async def test_a_queue_forming_after_a_cut_waits_for_the_cut_to_show(store: Store) -> None:
+    """After a cut, the requests of the visitors admitted before it still
+    come for a round trip: a queue forming then is the one the cut was made
+    for. The rule that drains a queue forming waits the round trip after a
+    cut, as a second cut does (a third of one after a raise): a creeping
+    latency's one-visitor cut followed by a drain two seconds later took
+    17 -> 16 -> 12 in the simulated benchmark."""
+    target = Health(p95_ms=300, floor=2, ceiling=20)  # settle: 10 s
+    the_room = room(rate=20, target=target)
+    await fill_line(store, the_room)
+    at = T0
+    for p95 in (50, 50, 50, 250):  # the base, then near the target and rising
+        at += 1000
+        latency = buckets(50, p95)
+        rate, reason = await store.report(the_room, 50, 0, latency, buckets(50, 20), None, 50, now=at)
+    assert (rate, reason) == (19, "cut: near the target, a queue growing")
+    cut_at, rates = at, []
+    while at < cut_at + 12_000:  # completing 80 of 100, the p95 past halfway to the headroom
+        at += 1000
+        rate, _ = await store.report(the_room, 80, 0, buckets(80, 200), buckets(80, 20), None, 100, now=at)
+        rates.append(rate)
+    assert rates[:9] == [19] * 9, rates  # the round trip after the cut
+    assert rates[-1] < 19, rates  # then the queue still forming is drained
+
+
 async def test_no_signal_no_change(store: Store) -> None:
     the_room = room(rate=7)
     await fill_line(store, the_room)
