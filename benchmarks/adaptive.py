@@ -83,6 +83,7 @@ POLL_S = 0.5
 # waiting visitor polls at least every 20 s).
 PATIENCE_S = 300.0
 SETTLE_S = 6.0
+START_RATE = 5  # the adaptive room's rate at the start
 STEPS = ("browse", "cart", "pay")
 ABANDON_S = 30.0
 ROOM_SETTINGS: dict[str, Any] = {"per": 1.0, "client_limit": 0, "abandon": ABANDON_S}
@@ -159,7 +160,7 @@ def make_app() -> ASGIApp:
     if mode == "adaptive":
         # settle: a visit here lasts a second or two, plus the page's polling.
         target = Health(p95_ms=TARGET_MS, settle=SETTLE_S)
-        room = Room(ROOM, paths=["/shop/*"], rate=5, target=target, **ROOM_SETTINGS)
+        room = Room(ROOM, paths=["/shop/*"], rate=START_RATE, target=target, **ROOM_SETTINGS)
     else:
         room = Room(ROOM, paths=["/shop/*"], rate=int(mode), **ROOM_SETTINGS)
     timed = Timed(

@@ -20,7 +20,12 @@ give up waiting.
 
 The figures are the real benchmark's (``benchmarks.adaptive.phase_figures``),
 each phase's goodput against the best fixed rate for that phase alone in
-the same model (a sweep, as the real benchmark's oracle).
+the same model (a sweep, as the real benchmark's oracle). Beside the
+adaptive room, two rooms that know each change: the oracle schedule (each
+phase's oracle rate from its start) and the oracle climb (the same rates,
+a fall taken at once, a rise doubled every half round trip, the fastest
+the law raises): what no controller can beat, and what none that raises
+at the law's pace can.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from .adaptive import (
     POLL_S,
     POOL_TIMEOUT_S,
     SETTLE_S,
+    START_RATE,
     STEPS,
     TARGET_MS,
     THINK_S,
@@ -56,6 +62,7 @@ from .adaptive import (
 )
 
 T0 = 1_900_000_000_000  # ms: the simulated clock's start
+RUNS = ("oracle_schedule", "oracle_climb", "adaptive")
 LINE = 20_000  # visitors waiting at the start: more than any run admits
 
 
@@ -145,11 +152,36 @@ class Backend:
         return responses, errors, buckets, in_flight, started
 
 
+def climb(rates: list[int], start: int, phase_seconds: int, every: int) -> list[int]:
+    """The rate each second of a room that reaches each phase's ``rates`` as
+    fast as the law can: a fall at once (as if it knew), a rise by doubling
+    every ``every`` seconds, from ``start`` in the first phase and from the
+    last phase's rate after it."""
+    each, rate = [], start
+    for wanted in rates:
+        for second in range(phase_seconds):
+            if rate > wanted:
+                rate = wanted
+            elif second and second % every == 0:
+                rate = min(wanted, 2 * rate)
+            each.append(rate)
+    return each
+
+
 async def simulate(
-    redis_url: str, phases: list[int], phase_seconds: int, seed: int, fixed: list[int] | None = None
+    redis_url: str,
+    phases: list[int],
+    phase_seconds: int,
+    seed: int,
+    fixed: list[int] | None = None,
+    each_second: list[int] | None = None,
 ) -> Record:
-    """One run: the adaptive room (``fixed=None``) or fixed rates, one for
-    each phase, set at its start (one rate for all: ``[rate]``)."""
+    """One run: the adaptive room (neither ``fixed`` nor ``each_second``),
+    fixed rates, one for each phase, set at its start (one rate for all:
+    ``[rate]``), or a rate for each second."""
+    seconds = phase_seconds * len(phases)
+    if fixed:
+        each_second = [fixed[min(second // phase_seconds, len(fixed) - 1)] for second in range(seconds)]
     rng = random.Random(seed)
     store = Store(connect(redis_url, 5.0), prefix=f"qgsim{time.time_ns()}")
     try:
@@ -157,11 +189,11 @@ async def simulate(
         room = Room(
             "sim",
             paths=["/shop/*"],
-            rate=fixed[0] if fixed else 5,
+            rate=each_second[0] if each_second else START_RATE,
             per=1.0,
             abandon=3600.0,
             client_limit=0,
-            target=None if fixed else Health(p95_ms=TARGET_MS, settle=SETTLE_S),
+            target=None if each_second else Health(p95_ms=TARGET_MS, settle=SETTLE_S),
         )
         await store.stats(room, now=T0)
         keys = store.keys(room.name)
@@ -169,18 +201,17 @@ async def simulate(
         await store.client.zadd(keys[2], {f"v{i}": T0 for i in range(LINE)})
         backend = Backend(phases[0], rng)
         admitted = 0
-        for second in range(phase_seconds * len(phases)):
-            phase = second // phase_seconds
-            backend.slots = phases[phase]
-            if fixed and second % phase_seconds == 0 and phase < len(fixed):
-                await store.configure(room, rate=fixed[phase], now=T0 + second * 1000)
+        for second in range(seconds):
+            backend.slots = phases[second // phase_seconds]
+            if each_second and second and each_second[second] != each_second[second - 1]:
+                await store.configure(room, rate=each_second[second], now=T0 + second * 1000)
             stats = await store.stats(room, now=T0 + second * 1000)
             backend.record.rates.append(int(stats["rate"]))
             backend.record.looks.append(f"{stats.get('p95_ms')} {stats.get('health_reason')}")
             backend.admit(second, int(stats["admitted"]) - admitted)  # whom the line let in
             admitted = int(stats["admitted"])
             responses, errors, buckets, in_flight, started = backend.second(second)
-            if responses and not fixed:
+            if responses and not each_second:
                 now = T0 + second * 1000 + 999
                 await store.report(room, responses, errors, buckets, buckets, in_flight, started, now=now)
         backend.record.requests = backend.record.served
@@ -216,11 +247,17 @@ async def report(redis_url: str, seeds: int, seconds: int, trace: bool) -> dict[
     phases = list(PHASES)
     oracles = [await sweep(redis_url, slots, seconds, seeds) for slots in phases]
     schedule = [o["rate"] for o in oracles]
+    climbing = climb(schedule, START_RATE, seconds, round(SETTLE_S / 2))
     runs = {
         # Each phase's oracle rate from its start: what no controller of
         # admissions can beat at a change (the visitors admitted before
         # it still come).
         "oracle_schedule": [await simulate(redis_url, phases, seconds, s, schedule) for s in range(seeds)],
+        # The same rates reached as fast as the law raises (x2 each half
+        # round trip), a fall taken at once: what the law's pace allows.
+        "oracle_climb": [
+            await simulate(redis_url, phases, seconds, s, each_second=climbing) for s in range(seeds)
+        ],
         "adaptive": [await simulate(redis_url, phases, seconds, s) for s in range(seeds)],
     }
     if trace:
@@ -266,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     heads = ("phase", "run", "oracle rate", "vs oracle", "(range)", "p95>target", "settle s")
     print(" ".join(f"{h:>{w}}" for h, w in zip(heads, (6, 15, 11, 10, 13, 11, 9), strict=True)))
     for index in range(len(PHASES)):
-        for name in ("oracle_schedule", "adaptive"):
+        for name in RUNS:
             row = result[name][index]
             low, high = row["goodput_vs_oracle_range"]
             label = f"{index + 1} ({row['slots']})" if name == "oracle_schedule" else ""

@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from benchmarks.adaptive import POOL_TIMEOUT_S, TARGET_MS, WORK_MS, p95_per_second, phase_figures
-from benchmarks.adaptive_sim import simulate
+from benchmarks.adaptive_sim import climb, simulate
 
 pytestmark = pytest.mark.anyio
 
@@ -54,3 +54,19 @@ async def test_the_controller_follows_the_simulated_pool(redis_url: str) -> None
     record = await simulate(redis_url, [12, 3], 60, seed=2)
     assert max(record.rates[:60]) >= 12, record.rates
     assert statistics.median(record.rates[90:]) <= 5, record.rates
+
+
+def test_the_fastest_climb_falls_at_once_and_doubles_each_step() -> None:
+    """The bound the law's pace sets: a fall taken at once, a rise doubled
+    every half round trip, from the rate before."""
+    assert climb([10, 3, 16], 5, 7, 3) == [
+        *[5, 5, 5, 10, 10, 10, 10],
+        *[3, 3, 3, 3, 3, 3, 3],
+        *[3, 3, 3, 6, 6, 6, 12],
+    ]
+
+
+async def test_a_room_given_a_rate_each_second_admits_at_it(redis_url: str) -> None:
+    rates = climb([8, 2], 2, 6, 2)
+    record = await simulate(redis_url, [8, 3], 6, seed=3, each_second=rates)
+    assert record.rates == rates
