@@ -263,7 +263,11 @@ async def drive(
 
         async def phases_and_rates() -> None:
             # One sample at the start of each second: rates[s] is second s.
+            # Each change comes at its phase's first second (after the last
+            # sample of the phase before, a second early: its first second
+            # went to the phase before's figures).
             for index, slots in enumerate(phases):
+                await asyncio.sleep(max(0.0, record.started + phase_seconds * index - time.monotonic()))
                 await control.post(f"/bench/slots/{slots}")
                 if schedule is not None and index > 0:
                     await store.configure(ROOM, rate=schedule[index])
