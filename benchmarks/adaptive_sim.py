@@ -66,6 +66,15 @@ RUNS = ("oracle_schedule", "oracle_climb", "adaptive")
 LINE = 20_000  # visitors waiting at the start: more than any run admits
 
 
+@dataclass
+class Pool:
+    """Places of WORK_MS and the requests waiting for one, in order."""
+
+    slots: int
+    busy: int = 0
+    queue: deque[Event] = field(default_factory=deque)
+
+
 @dataclass(order=True)
 class Event:
     at: float
@@ -74,25 +83,35 @@ class Event:
     step: int = field(compare=False)  # the request's index in STEPS
     done: bool = field(compare=False)  # its end (else its start)
     began: float = field(compare=False, default=0.0)
+    pool: Pool | None = field(compare=False, default=None)  # where it took a place (its end)
 
 
 class Backend:
-    """The pool and the visitors' requests, advanced a second at a time."""
+    """The pool and the visitors' requests, advanced a second at a time.
+
+    As in the real benchmark's backend (a semaphore replaced at a change of
+    capacity), the requests holding or waiting for a place in the pool
+    before a change finish on it; new ones take the new pool."""
 
     def __init__(self, slots: int, rng: random.Random) -> None:
-        self.slots = slots
+        self.pools = [Pool(slots)]  # the last one takes new requests
         self.rng = rng
         self.events: list[Event] = []
-        self.queue: deque[Event] = deque()  # requests waiting for a place
-        self.busy = 0
         self.flying: dict[tuple[int, int], float] = {}  # (visitor, step) -> start
         self.visitors = 0
         self.order = 0
         self.record = Record(started=0.0, started_wall=0.0)
 
-    def _at(self, at: float, visitor: int, step: int, done: bool, began: float = 0.0) -> None:
+    def resize(self, slots: int) -> None:
+        if slots != self.pools[-1].slots:
+            self.pools = [pool for pool in self.pools if pool.busy or pool.queue]
+            self.pools.append(Pool(slots))
+
+    def _at(
+        self, at: float, visitor: int, step: int, done: bool, began: float = 0.0, pool: Pool | None = None
+    ) -> None:
         self.order += 1
-        heapq.heappush(self.events, Event(at, self.order, visitor, step, done, began))
+        heapq.heappush(self.events, Event(at, self.order, visitor, step, done, began, pool))
 
     def admit(self, second: int, count: int) -> None:
         for _ in range(count):
@@ -112,16 +131,17 @@ class Backend:
             errors += failed
             buckets[bisect.bisect_left(BOUNDS_MS, ms)] += 1
 
-        def serve(request: Event, now: float) -> None:
-            self.busy += 1
-            self._at(now + WORK_MS / 1000, request.visitor, request.step, True, request.at)
+        def serve(request: Event, pool: Pool, now: float) -> None:
+            pool.busy += 1
+            self._at(now + WORK_MS / 1000, request.visitor, request.step, True, request.at, pool)
 
         def expire(now: float) -> None:
-            while self.queue and now - self.queue[0].at >= POOL_TIMEOUT_S:
-                late = self.queue.popleft()
-                del self.flying[(late.visitor, late.step)]
-                respond(POOL_TIMEOUT_S * 1000, True)  # 503: the visitor leaves
-                self.record.served.append((late.at + POOL_TIMEOUT_S, POOL_TIMEOUT_S * 1000))
+            for pool in self.pools:
+                while pool.queue and now - pool.queue[0].at >= POOL_TIMEOUT_S:
+                    late = pool.queue.popleft()
+                    del self.flying[(late.visitor, late.step)]
+                    respond(POOL_TIMEOUT_S * 1000, True)  # 503: the visitor leaves
+                    self.record.served.append((late.at + POOL_TIMEOUT_S, POOL_TIMEOUT_S * 1000))
 
         while self.events and self.events[0].at < second + 1:
             event = heapq.heappop(self.events)
@@ -129,18 +149,21 @@ class Backend:
             if not event.done:
                 started += 1
                 self.flying[(event.visitor, event.step)] = event.at
-                if self.busy < self.slots:
-                    serve(event, event.at)
+                pool = self.pools[-1]
+                if pool.busy < pool.slots:
+                    serve(event, pool, event.at)
                 else:
-                    self.queue.append(event)
+                    pool.queue.append(event)
                 continue
             began = self.flying.pop((event.visitor, event.step))
             ms = (event.at - began) * 1000
             respond(ms, False)
             self.record.served.append((event.at, ms))
-            self.busy -= 1
-            if self.queue and self.busy < self.slots:
-                serve(self.queue.popleft(), event.at)
+            pool = event.pool
+            assert pool is not None
+            pool.busy -= 1
+            if pool.queue and pool.busy < pool.slots:
+                serve(pool.queue.popleft(), pool, event.at)
             if event.step == len(STEPS) - 1:
                 self.record.purchases.append(event.at)
             else:
@@ -202,7 +225,7 @@ async def simulate(
         backend = Backend(phases[0], rng)
         admitted = 0
         for second in range(seconds):
-            backend.slots = phases[second // phase_seconds]
+            backend.resize(phases[second // phase_seconds])
             if each_second and second and each_second[second] != each_second[second - 1]:
                 await store.configure(room, rate=each_second[second], now=T0 + second * 1000)
             stats = await store.stats(room, now=T0 + second * 1000)
