@@ -61,7 +61,9 @@
 --       is crossed;
 --   g = 1, p95 over HEADROOM x target and above the last look's, settle
 --       after the last change: one less (Vegas's decrease: a queue growing
---       too slowly for the shortfall to tell), `served` that value;
+--       too slowly for the shortfall to tell), `served` that value; an
+--       ease, not a cut: a crossing of the target after it is cut at the
+--       next look (a queue forming still waits a round trip);
 --   g = 1, p95 under HEADROOM x target, visitors waiting (the value is what
 --       holds them back), `settle` after the last change (half of it while
 --       the p95 is under half the target):
@@ -172,7 +174,7 @@ end
 local field, value = 'capacity', capacity
 if rate > 0 then field, value = 'rate', rate end
 local control = redis.call('HMGET', h, 'adapt_at', 'changed_at', 'reason', 'cut_at', 'served', 'p95_ms',
-  'changed', 'base', 'base_p', 'base_since', 'probes', 'admitted', 'admitted_at')
+  'changed', 'base', 'base_p', 'base_since', 'probes', 'admitted', 'admitted_at', 'eased_at')
 local reason = control[3] or ''
 
 -- How much more the app takes, from its latency: a queue's latency is its
@@ -280,6 +282,7 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       serving = math.min(admitted, value) * keeping
     end
     local since_cut = now - (tonumber(control[4]) or 0)
+    local since_eased = now - (tonumber(control[14]) or 0)
     -- Only while the last change was a cut (a raise since ends it).
     local after_cut = control[4] and string.sub(control[7] or '', 1, 4) == 'cut:'
       and since_cut < 3 * settle
@@ -340,8 +343,8 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       end
     elseif serving and keeping < DRAIN and shortfall >= math.sqrt(value_of[F + 1])
         and p95 > queueing
-        and (since_cut >= settle or not after_cut and now - (tonumber(control[2]) or 0) >= settle / 3)
-        and value > adapt_floor then
+        and now - (tonumber(control[2]) or 0) >= settle / 3 and (since_cut >= settle or not after_cut)
+        and since_eased >= settle and value > adapt_floor then
       -- A queue is forming: the app completes less than it is given (the
       -- expected throughput against the actual one: Vegas's sign of a
       -- queue, before its delay crosses a threshold), by more than chance
@@ -366,10 +369,13 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       -- in tens of seconds, too little a shortfall to tell from chance).
       -- One visitor less, as Vegas takes one packet off when its queue
       -- estimate passes its bound, before the target is crossed and a
-      -- whole cut is due; the app overloads here.
+      -- whole cut is due; the app overloads here. An ease, not a cut: if
+      -- the target is crossed next (the app's capacity fell), the cut
+      -- comes at once, as TCP's cut on a loss comes whatever Vegas did
+      -- before (counted as a cut, it held a real cut back two seconds).
       new = value - 1
-      reason = 'cut: near the target, a queue growing'
-      redis.call('HSET', h, 'cut_at', now, 'served', value, 'probes', 0)
+      reason = 'ease: near the target, a queue growing'
+      redis.call('HSET', h, 'eased_at', now, 'served', value, 'probes', 0)
     elseif p95 > target_ms * HEADROOM then
       reason = 'hold: near the target'
       -- The knee is near: probes start small again.
