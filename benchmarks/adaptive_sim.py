@@ -159,11 +159,11 @@ class Backend:
             ms = (event.at - began) * 1000
             respond(ms, False)
             self.record.served.append((event.at, ms))
-            pool = event.pool
-            assert pool is not None
-            pool.busy -= 1
-            if pool.queue and pool.busy < pool.slots:
-                serve(pool.queue.popleft(), pool, event.at)
+            held = event.pool
+            assert held is not None
+            held.busy -= 1
+            if held.queue and held.busy < held.slots:
+                serve(held.queue.popleft(), held, event.at)
             if event.step == len(STEPS) - 1:
                 self.record.purchases.append(event.at)
             else:

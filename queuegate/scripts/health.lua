@@ -371,8 +371,9 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       -- estimate passes its bound, before the target is crossed and a
       -- whole cut is due; the app overloads here. An ease, not a cut: if
       -- the target is crossed next (the app's capacity fell), the cut
-      -- comes at once, as TCP's cut on a loss comes whatever Vegas did
-      -- before (counted as a cut, it held a real cut back two seconds).
+      -- comes whole and at once, as TCP's cut on a loss comes whatever
+      -- Vegas did before (counted as a cut, a crossing right after it got
+      -- a hold, then only the drain to what the app completes).
       new = value - 1
       reason = 'ease: near the target, a queue growing'
       redis.call('HSET', h, 'eased_at', now, 'served', value, 'probes', 0)
