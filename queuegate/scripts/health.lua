@@ -56,7 +56,7 @@
 --   g = 1, a queue forming: the app completes under DRAIN x what it is
 --       given (by more than the square root of the requests started), the
 --       p95 past halfway from its base to HEADROOM x target, settle / 3
---       after the last raise, settle after the last cut: down to 0.9 x
+--       after the last raise, settle after a cut or an ease: down to 0.9 x
 --       serving (Vegas's sign of a queue, BBR's drain), before the target
 --       is crossed;
 --   g = 1, p95 over HEADROOM x target and above the last look's, settle
@@ -353,11 +353,11 @@ if target_ms > 0 and now - (tonumber(control[1]) or 0) >= 0.9 * INTERVAL then
       -- room between its base and the headroom. Come down to a little
       -- under what it completes before the target is crossed (BBR's drain,
       -- as a second cut does), once the last change has had a third of a
-      -- round trip to show; after a cut, a whole one: inside it, the
-      -- visitors admitted before the cut still come, and the queue is the
-      -- one the cut was made for (a one-visitor cut of a creeping latency
-      -- followed by this drain two seconds later went 17 -> 16 -> 12 in the
-      -- simulated benchmark).
+      -- round trip to show; after a cut or an ease, a whole one: inside
+      -- it, the visitors admitted before it still come, and the queue is
+      -- the one it was made for (the one-visitor ease of a creeping
+      -- latency followed by this drain two seconds later went 17 -> 16 ->
+      -- 12 in the simulated benchmark).
       new = math.max(adapt_floor, math.min(value - 1, math.floor(0.9 * serving)))
       reason = 'cut: a queue is forming (the app completes less than it is given)'
       -- Where it overloaded: what it completes (a raise stops under it).
