@@ -4,8 +4,8 @@ The rules of the line live in ``scripts/*.lua``; this module only names the
 operations, passes their arguments and turns replies into Python values (a
 visitor's answer by ``queuegate.outcomes``); ``queuegate.calls`` puts the
 calls on the wire. Every script that can move the line runs
-``advance.lua`` first, which brings the room up to date, so there is no
-scheduler to run.
+``advance.lua`` first, which brings the room up to date; between calls,
+``queuegate.ticker`` moves each room somebody waits in at its refills.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .invalidations import Invalidations
 from .joins import Joins
 from .outcomes import Outcome, decode, decode_joins, text
 from .pipeline import pack
+from .ticker import Ticker
 from .settings import ConfigError, Room, check_room_setting
 
 # connect, redacted and Client live in queuegate.connections, StoreError and
@@ -82,7 +83,7 @@ class Store:
             client,
             prefix,
             enabled=local_admissions,
-            on_revoke=lambda room, visitor, at_ms: self.admissions.revoke(room, visitor, at_ms),
+            on_revoke=self._revoked,
             on_lost=lambda: self.admissions.clear(),
         )
         self.admissions = LocalAdmissions(
@@ -91,6 +92,13 @@ class Store:
         self.fronts = FrontCopies()
         # Newcomers' joins of one loop turn, sent in one call.
         self.joins = Joins(self.join_many)
+        # The rooms somebody waits in move on time (queuegate.ticker).
+        self.ticker = Ticker(self.tick)
+
+    def _revoked(self, room: str, visitor: str, at_ms: int) -> None:
+        self.admissions.revoke(room, visitor, at_ms)
+        if visitor == "*":  # new settings: the room may move at other moments now
+            self.ticker.poke(room)
 
     def keys(self, room: str) -> tuple[str, ...]:
         """The room's keys: seq, waiting, seen, active, state (made once per room)."""
@@ -127,6 +135,8 @@ class Store:
         if new and join and user_hash is None and proof is None and now is None and not isinstance(room, str):
             joined = await self.joins.join(room, visitor, client)
             if joined is not None:
+                if joined.state == "waiting":
+                    self.ticker.watch(room)
                 return joined  # type: ignore[no-any-return]
         if user_hash is None and now is None:
             # Admitted, as this process was told, and not revoked since.
@@ -157,7 +167,10 @@ class Store:
             args += [str(proof.expires_ms), str(proof.difficulty)]
         sent_at = time.monotonic()
         reply = await self._call("enter", room, now, *args, extra_keys=extra)
-        return self._outcome(reply, name, now, sent_at)
+        outcome = self._outcome(reply, name, now, sent_at)
+        if now is None and (outcome.state == "waiting" or outcome.state == "prequeue"):
+            self.ticker.watch(room)
+        return outcome
 
     async def join_many(
         self, room: Room, joins: Sequence[tuple[str, str]], *, now: int | None = None
@@ -259,6 +272,21 @@ class Store:
     @lru_cache(maxsize=100)
     def _encoded_defaults(defaults: str) -> bytes:
         return defaults.encode()
+
+    async def tick(
+        self, room: RoomRef, holder: str, lease_ms: int, *, now: int | None = None
+    ) -> tuple[bool, int, int, int]:
+        """Move the room on time if ``holder`` holds (or takes) its ticker's
+        lease of ``lease_ms`` (see tick.lua): whether it does, Redis's time,
+        when the room next changes by itself (or the lease ends, when
+        another holds it; -1 = never) and how many wait."""
+        name = room if isinstance(room, str) else room.name
+        extra = (self._base(name) + "ticker",)
+        reply = await self._call("tick", room, now, holder, str(lease_ms), extra_keys=extra)
+        held, at, due, waiting = (int(value) for value in reply)
+        if now is None:
+            self.clock.learn(at)
+        return bool(held), at, due, waiting
 
     async def check_in(
         self, room: RoomRef, visitors: Sequence[str], now: int | None = None
@@ -424,6 +452,7 @@ class Store:
 
     async def aclose(self) -> None:
         await self.joins.aclose()
+        await self.ticker.aclose()
         await self.far_back.aclose()
         await self.invalidations.aclose()
         await self.calls.aclose()

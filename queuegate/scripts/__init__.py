@@ -53,6 +53,7 @@ SCRIPTS = {
     "drain": ("clock", "liveness", "estimate", "analytics", "advance", "drain"),
     "health": ("clock", "liveness", "estimate", "analytics", "advance", "health"),
     "view": ("clock", "liveness", "estimate", "analytics", "advance", "view"),
+    "tick": ("clock", "liveness", "estimate", "analytics", "advance", "tick"),
     "checkin": ("clock", "liveness", "checkin"),
 }
 
