@@ -145,6 +145,9 @@ async def test_live_far_back_visitors_are_admitted_and_silent_ones_skipped(redis
         admitted: list[str] = []
         now = T0
         while cookies.keys() - silent and now < T0 + 600_000:
+            # The room's ticker moves the line at each refill between polls.
+            for refill in range(now + 2000, now + 10_000, 2000):
+                await store.tick(room, "ticker", 2000, now=refill)
             now += 10_000
             for v in sorted(cookies.keys() - silent):
                 place, seen = cookies[v]

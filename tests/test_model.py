@@ -64,15 +64,11 @@ class Model:
         if not self.started:  # the bucket starts full at the room's first call
             self.started, self.tokens, self.refill_at = True, self.rate, self.now
         self.active = {v: e for v, e in self.active.items() if e > self.now}
-        if self.rate:
-            # One interval at a time: refill, then let the line take what it can.
-            while self.now - self.refill_at >= self.per:
-                self.refill_at += self.per
-                self.tokens = (
-                    min(self.rate, self.tokens + self.rate) if self.paused else self.tokens + self.rate
-                )
-                self.move()
-                self.tokens = min(self.tokens, self.rate)
+        if self.rate and self.now - self.refill_at >= self.per:
+            # However many intervals went by, the bucket holds at most N.
+            intervals = (self.now - self.refill_at) // self.per
+            self.refill_at += intervals * self.per
+            self.tokens = min(self.rate, self.tokens + intervals * self.rate)
         self.move()
 
     def move(self) -> None:

@@ -41,9 +41,11 @@ async def test_line_moves_one_batch_per_whole_interval(store: Store) -> None:
     assert (await store.enter(room, "v2", now=T0 + 1000)).state == "active"
     assert (await store.enter(room, "v3", now=T0 + 1000)).state == "active"
     assert (await store.enter(room, "v4", now=T0 + 1500)).rank == 0
-    # Three intervals later the bucket refilled 3 x 2 but the line holds 4.
+    # Three intervals with nobody asking: the bucket still holds only 2, so
+    # the app never gets more than 2 in one interval, whatever the silence.
     outcomes = [await store.enter(room, f"v{i}", now=T0 + 4000) for i in range(4, 8)]
-    assert [o.state for o in outcomes] == ["active"] * 4
+    assert [o.state for o in outcomes] == ["active", "active", "waiting", "waiting"]
+    assert [o.rank for o in outcomes[2:]] == [0, 1]
 
 
 async def test_bucket_never_holds_more_than_rate(store: Store) -> None:
@@ -226,11 +228,14 @@ async def test_one_call_moves_at_most_max_step_visitors(store: Store) -> None:
     for i in range(50):
         await store.enter(room, f"v{i}", now=T0)
     await store.configure(room, status="open", now=T0 + 1)
-    # configure ran its advance while paused; each later call moves 10.
+    # configure moves the room under its new settings: the first 10; each
+    # later call moves 10 more.
+    got = await store.visitors(room, count=100)
+    assert (len(got["active"]), len(got["waiting"])) == (10, 40)
     stats = await store.stats(room, now=T0 + 2)
-    assert (stats["active"], stats["waiting"]) == (10, 40)
-    stats = await store.stats(room, now=T0 + 3)
     assert (stats["active"], stats["waiting"]) == (20, 30)
+    stats = await store.stats(room, now=T0 + 3)
+    assert (stats["active"], stats["waiting"]) == (30, 20)
 
 
 async def test_rooms_do_not_share_state(store: Store) -> None:

@@ -1,8 +1,8 @@
 -- advance: the prelude of every queuegate script. store.py puts this text
 -- (after clock.lua and analytics.lua) in front of each operation's own
 -- script, so the rules of the line live here once and every call brings the
--- room up to date before it answers. There is no scheduler: whoever asks
--- next moves the line.
+-- room up to date before it answers. Whoever asks next moves the line, and
+-- between asks the room's ticker does (tick.lua, queuegate/ticker.py).
 --
 -- KEYS (one room; all share the {room} hash tag so one call is one cluster slot)
 --   KEYS[1] seq      string  arrival counter (INCR): strict FIFO, no time ties
@@ -71,27 +71,41 @@ end
 -- have fewer fields, and those missing fall back below.
 local default = {}
 for value in string.gmatch(defaults .. ',', '([^,]*),') do default[#default + 1] = value end
-local setting = {}
-for i, name in ipairs(SETTINGS) do setting[name] = conf[1 + i] or default[i] end
 
-local rate = tonumber(setting.rate)
-local per = tonumber(setting.per)
-local capacity = tonumber(setting.capacity)
-local session = tonumber(setting.session)
-local sliding = tonumber(setting.sliding) == 1
-local abandon = tonumber(setting.abandon)
-local max_step = tonumber(setting.max_step)
-local status = setting.status
-local method = setting.method
-local opens_at = tonumber(setting.opens_at)
-local client_limit = tonumber(setting.client_limit)
-local forget = tonumber(setting.forget)
-local challenge = tonumber(setting.challenge) or 0
-local target_ms = tonumber(setting.target_ms) or 0
-local max_errors = tonumber(setting.max_errors) or 0
-local adapt_floor = math.max(1, tonumber(setting.floor) or 1)
-local adapt_ceiling = tonumber(setting.ceiling) or 0
-local settle = tonumber(setting.settle) or 10000
+local rate, per, capacity, session, sliding, abandon, max_step, status, method
+local opens_at, client_limit, forget, challenge, target_ms, max_errors
+local adapt_floor, adapt_ceiling, settle
+-- Before a scheduled opening the room only gathers its pre-queue.
+local prequeue, line_moves
+
+-- The settings in force: run-time fields over the defaults from code. Read
+-- again by configure.lua once it has written new ones, so that the room
+-- moves under them in the same call.
+local function read_settings(fields)
+  local setting = {}
+  for i, name in ipairs(SETTINGS) do setting[name] = fields[i] or default[i] end
+  rate = tonumber(setting.rate)
+  per = tonumber(setting.per)
+  capacity = tonumber(setting.capacity)
+  session = tonumber(setting.session)
+  sliding = tonumber(setting.sliding) == 1
+  abandon = tonumber(setting.abandon)
+  max_step = tonumber(setting.max_step)
+  status = setting.status
+  method = setting.method
+  opens_at = tonumber(setting.opens_at)
+  client_limit = tonumber(setting.client_limit)
+  forget = tonumber(setting.forget)
+  challenge = tonumber(setting.challenge) or 0
+  target_ms = tonumber(setting.target_ms) or 0
+  max_errors = tonumber(setting.max_errors) or 0
+  adapt_floor = math.max(1, tonumber(setting.floor) or 1)
+  adapt_ceiling = tonumber(setting.ceiling) or 0
+  settle = tonumber(setting.settle) or 10000
+  prequeue = opens_at > 0 and now < opens_at
+  line_moves = (status == 'open' or status == 'queue_all') and not prequeue
+end
+read_settings({unpack(conf, 2, 1 + #SETTINGS)})
 
 -- The room's running state, read by advance() (a visitor who is simply
 -- inside never needs it).
@@ -99,10 +113,6 @@ local tokens, refill_at, win_start, win_count, win_prev, end_count, end_prev
 local seed, draws, shuffled
 local quick_until -- the end of the snapshot this call found (see snapshot())
 local dirty = false
-
--- Before a scheduled opening the room only gathers its pre-queue.
-local prequeue = opens_at > 0 and now < opens_at
-local line_moves = (status == 'open' or status == 'queue_all') and not prequeue
 local active_n = 0
 
 local function note_ended(n)
@@ -263,21 +273,17 @@ local function advance()
   if expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired', expired) end
   active_n = redis.call('ZCARD', KEYS[4])
 
-  -- Token bucket: N more per whole interval elapsed since the last refill.
-  -- Nobody joined or left the line since the previous call (every join is a
-  -- call), so spending all k refills on it now admits exactly whom k calls at
-  -- each refill would have admitted. What is left is then capped at N, below.
-  -- While the line could not move (paused, closed, before the opening) the
-  -- refills were not spendable, so the bucket is simply full.
+  -- Token bucket: N more per whole interval elapsed since the last refill,
+  -- capped at N before anything is spent: a silence never buys a burst, so
+  -- no interval ever lets more than N in, whoever calls and whenever. (The
+  -- line does not wait for a caller to move: queuegate/ticker.py advances
+  -- every room at its refill boundaries.)
   if rate > 0 then
     if tokens == nil or refill_at == nil then
       tokens, refill_at = rate, now
     elseif now - refill_at >= per then
       local k = math.floor((now - refill_at) / per)
-      tokens = tokens + k * rate
-      if not line_moves or (opens_at > 0 and refill_at < opens_at) then
-        tokens = math.min(tokens, rate)
-      end
+      tokens = math.min(tokens + k * rate, rate)
       refill_at = refill_at + k * per
       dirty = true
     end
@@ -313,11 +319,6 @@ local function advance()
   end
 
   move_line()
-  -- The bucket never holds more than N (also after an operator lowers N).
-  if rate > 0 and tokens > rate then
-    tokens = rate
-    dirty = true
-  end
 end
 
 -- Of those who lately reached the front of the line, the share still there

@@ -214,6 +214,7 @@ local function analytics_save(forget)
   for field, n in pairs(an_minute) do
     redis.call('HINCRBY', KEYS[5], field, n)
   end
+  an_tally, an_minute = {}, {} -- written: a second save in one call adds only what is new
   if forget > 0 then
     for _, name in ipairs({'waits', 'arrivals', 'minutes'}) do
       redis.call('PEXPIRE', BASE .. name, forget)

@@ -1,6 +1,7 @@
 -- configure: change a room's run-time settings. Runs after advance, so time
--- already elapsed is accounted under the old settings and the new ones apply
--- from now on, in every app process at their next call.
+-- already elapsed is accounted under the old settings; then the room moves
+-- under the new ones in the same call (`open` after `paused` admits at
+-- once), and every app process uses them from its next call.
 --
 -- ARGV[4..] field, value pairs: the settings listed in advance.lua, and
 -- seed / seed_sha256 (the lottery's secret and its published hash). An empty
@@ -32,4 +33,8 @@ for i = 4, #ARGV, 2 do
   end
   n = n + 1
 end
+-- The room under its new settings, now.
+read_settings(redis.call('HMGET', KEYS[5], unpack(SETTINGS)))
+advance()
+save_state()
 return n

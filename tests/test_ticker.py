@@ -1,0 +1,72 @@
+"""The line moves by itself: nobody asks, and the room still admits at each
+refill, under one process's lease; another takes over when it stops; new
+settings move the room at once. Real time, a real server, two stores as
+two app processes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from queuegate import Room, Store
+from queuegate.store import connect
+from queuegate.ticker import LEASE_MS
+
+pytestmark = pytest.mark.anyio
+
+
+async def active(store: Store, room: Room) -> int:
+    """Admitted visitors, read without moving the line."""
+    return len((await store.visitors(room, count=1000))["active"])
+
+
+async def test_the_line_moves_with_nobody_asking(redis_url: str) -> None:
+    first, second = Store(connect(redis_url, 5.0)), Store(connect(redis_url, 5.0))
+    try:
+        room = Room("moves", paths=["/x"], rate=2, per=0.5, session=600.0, client_limit=0)
+        for i in range(10):
+            await first.enter(room, f"a{i}")
+        await second.enter(room, "b0")  # both processes have seen somebody wait
+        assert await active(first, room) == 2
+        started = time.monotonic()
+        await asyncio.sleep(1.25)
+        # The refills at 0.5 s and 1 s, with no visitor asking: 2 each.
+        assert await active(first, room) == 6
+        assert time.monotonic() - started < 1.5
+        holders = [store for store in (first, second) if store.ticker.held]
+        assert len(holders) == 1  # one process moves the room; the other only asks for the lease
+        # The holder stops: the other takes over within the lease.
+        other = second if holders[0] is first else first
+        await holders[0].aclose()
+        await asyncio.sleep(LEASE_MS / 1000 + 0.8)
+        assert await active(other, room) >= 10
+        assert other.ticker.held
+    finally:
+        for store in (first, second):
+            await store.aclose()
+
+
+async def test_a_room_nobody_waits_in_is_not_ticked(store: Store) -> None:
+    room = Room("empty", paths=["/x"], rate=1, per=0.2, client_limit=0)
+    await store.enter(room, "a")
+    await store.enter(room, "b")  # waits
+    assert store.ticker.rooms == {"empty"}
+    await asyncio.sleep(0.5)  # b is admitted at the refill; the line is empty
+    assert await active(store, room) == 2
+    assert store.ticker.rooms == frozenset()
+    ticks = store.ticker.ticks
+    await asyncio.sleep(0.5)
+    assert store.ticker.ticks == ticks
+
+
+async def test_open_admits_at_once(store: Store) -> None:
+    room = Room("reopens", paths=["/x"], rate=3, per=60.0, status="paused", client_limit=0)
+    for i in range(10):
+        assert (await store.enter(room, f"v{i}")).state == "waiting"
+    await asyncio.sleep(0.1)
+    assert await active(store, room) == 0
+    await store.configure(room, status="open")
+    # In the command's own call: a full bucket, and no more.
+    assert await active(store, room) == 3
