@@ -27,6 +27,8 @@ ROOMS = [
     Room("bench-big", paths=["/big"], rate=1000, per=3600, max_step=1000, status="paused"),
     # The turn benchmark: 4 admitted a second.
     Room("bench-turn", paths=["/turn"], rate=4, per=1, session=600, client_limit=0),
+    # The console's pause and open (python -m benchmarks.reopen).
+    Room("bench-reopen", paths=["/reopen"], rate=5, per=2, session=3600, client_limit=0),
     # Open streams, far back: nobody is admitted.
     Room("bench-streams", paths=["/streams"], rate=1, per=3600, client_limit=0),
     # The challenge benchmark: a proof of work before each place (difficulty

@@ -71,23 +71,25 @@ class LocalAdmissions:
         self.hits += 1
         return copied[0]
 
-    def copy(self, room: str, visitor: str, until_ms: int, read_at_ms: int, sent_at: float) -> None:
+    def copy(self, room: str, visitor: str, until_ms: int, read_at_ms: int, sent_at: float) -> bool:
         """Keep an admission Redis answered at ``read_at_ms`` (its time) for
         a request sent at ``sent_at`` (``time.monotonic()``), unless the
-        subscription is down or a revocation at or after that time was heard."""
+        subscription is down or a revocation at or after that time was
+        heard. Whether it was kept."""
         invalidations = self._invalidations
         if not invalidations.live or read_at_ms < invalidations.live_since:
-            return  # unheard revocations may predate the subscription
+            return False  # unheard revocations may predate the subscription
         for key in ((room, visitor), (room, "*")):
             revoked = self._revoked.get(key)
             if revoked is not None and revoked >= read_at_ms:
-                return
+                return False
         if len(self._until) >= MAX_ENTRIES:
             for key in list(self._until)[: MAX_ENTRIES // 2]:
                 del self._until[key]
         # The script ran at or after sent_at, and Redis's millisecond is
         # rounded down: the session ends no earlier than this.
         self._until[(room, visitor)] = (until_ms, sent_at + (until_ms - read_at_ms - 1) / 1000)
+        return True
 
     def forget(self, room: str, visitor: str) -> None:
         """This process ended the admission itself (release, leave)."""

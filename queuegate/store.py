@@ -28,8 +28,8 @@ from .invalidations import Invalidations
 from .joins import Joins
 from .outcomes import Outcome, decode, decode_joins, text
 from .pipeline import pack
-from .ticker import Ticker
 from .settings import ConfigError, Room, check_room_setting
+from .ticker import Tick, Ticker
 
 # connect, redacted and Client live in queuegate.connections, StoreError and
 # UnknownRoom in queuegate.calls; named here too, where callers have always
@@ -93,7 +93,7 @@ class Store:
         # Newcomers' joins of one loop turn, sent in one call.
         self.joins = Joins(self.join_many)
         # The rooms somebody waits in move on time (queuegate.ticker).
-        self.ticker = Ticker(self.tick)
+        self.ticker = Ticker(self.tick, lambda room: self.admissions.revoke(room, "*", self.redis_now_ms()))
 
     def _revoked(self, room: str, visitor: str, at_ms: int) -> None:
         self.admissions.revoke(room, visitor, at_ms)
@@ -167,7 +167,7 @@ class Store:
             args += [str(proof.expires_ms), str(proof.difficulty)]
         sent_at = time.monotonic()
         reply = await self._call("enter", room, now, *args, extra_keys=extra)
-        outcome = self._outcome(reply, name, now, sent_at)
+        outcome = self._outcome(reply, room, now, sent_at)
         if now is None and (outcome.state == "waiting" or outcome.state == "prequeue"):
             self.ticker.watch(room)
         return outcome
@@ -189,7 +189,7 @@ class Store:
             self.clock.learn(outcomes[0].now_ms)
         return outcomes
 
-    def _outcome(self, reply: Sequence[Any], name: str, now: int | None, sent_at: float) -> Outcome:
+    def _outcome(self, reply: Sequence[Any], room: RoomRef, now: int | None, sent_at: float) -> Outcome:
         """An answer of enter.lua as an Outcome; a call that used Redis's
         clock teaches this process the offset, and an admission it may
         copy goes to the local admissions."""
@@ -197,7 +197,10 @@ class Store:
         if now is None:
             self.clock.learn(outcome.now_ms)
             if outcome.copyable:
-                self.admissions.copy(name, outcome.visitor, outcome.expires_ms, outcome.now_ms, sent_at)
+                name = room if isinstance(room, str) else room.name
+                if self.admissions.copy(name, outcome.visitor, outcome.expires_ms, outcome.now_ms, sent_at):
+                    # Ticked while the copy may be used: a tick finds a room whose data was lost.
+                    self.ticker.watch(room, until=sent_at + (outcome.expires_ms - outcome.now_ms) / 1000)
         return outcome
 
     async def enter_many(self, room: RoomRef, visitors: Sequence[str], *, now: int | None = None) -> None:
@@ -274,19 +277,18 @@ class Store:
         return defaults.encode()
 
     async def tick(
-        self, room: RoomRef, holder: str, lease_ms: int, *, now: int | None = None
-    ) -> tuple[bool, int, int, int]:
+        self, room: RoomRef, holder: str, lease_ms: int, incarnation: str = "", *, now: int | None = None
+    ) -> Tick:
         """Move the room on time if ``holder`` holds (or takes) its ticker's
-        lease of ``lease_ms`` (see tick.lua): whether it does, Redis's time,
-        when the room next changes by itself (or the lease ends, when
-        another holds it; -1 = never) and how many wait."""
+        lease of ``lease_ms``; if the room's ``incarnation`` is no longer
+        the one given, every process drops its copies of it (see tick.lua)."""
         name = room if isinstance(room, str) else room.name
         extra = (self._base(name) + "ticker",)
-        reply = await self._call("tick", room, now, holder, str(lease_ms), extra_keys=extra)
-        held, at, due, waiting = (int(value) for value in reply)
+        reply = await self._call("tick", room, now, holder, str(lease_ms), incarnation, extra_keys=extra)
+        held, at, due, waiting = (int(value) for value in reply[:4])
         if now is None:
             self.clock.learn(at)
-        return bool(held), at, due, waiting
+        return Tick(bool(held), at, due, waiting, text(reply[4]))
 
     async def check_in(
         self, room: RoomRef, visitors: Sequence[str], now: int | None = None

@@ -55,8 +55,10 @@ silences = st.one_of(
     st.integers(3_600_000, 30 * 86_400_000),
 )
 operations = st.sampled_from(
-    ["join", "join", "join", "poll", "poll", "tick", "release", "leave", "paused", "open", "closed"]
-    + ["passthrough", "queue_all"]
+    [
+        *("join", "join", "join", "poll", "poll", "tick", "release", "leave"),
+        *("paused", "open", "closed", "passthrough", "queue_all"),
+    ]
 )
 steps = st.lists(st.tuples(silences, operations, st.integers(0, 1000)), min_size=5, max_size=40)
 

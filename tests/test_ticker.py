@@ -48,7 +48,16 @@ async def test_the_line_moves_with_nobody_asking(redis_url: str) -> None:
             await store.aclose()
 
 
-async def test_a_room_nobody_waits_in_is_not_ticked(store: Store) -> None:
+async def test_a_room_nobody_waits_in_is_not_ticked(redis_url: str) -> None:
+    # No copies of admissions here: a room is also ticked while one may be used.
+    store = Store(connect(redis_url, 5.0), local_admissions=False)
+    try:
+        await a_room_nobody_waits_in_is_not_ticked(store)
+    finally:
+        await store.aclose()
+
+
+async def a_room_nobody_waits_in_is_not_ticked(store: Store) -> None:
     room = Room("empty", paths=["/x"], rate=1, per=0.2, client_limit=0)
     await store.enter(room, "a")
     await store.enter(room, "b")  # waits

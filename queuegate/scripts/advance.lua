@@ -112,6 +112,9 @@ read_settings({unpack(conf, 2, 1 + #SETTINGS)})
 local tokens, refill_at, win_start, win_count, win_prev, end_count, end_prev
 local seed, draws, shuffled
 local quick_until -- the end of the snapshot this call found (see snapshot())
+-- The Redis time (us) at which the room's state was made: what copies of
+-- it in the app's processes are checked against (tick.lua).
+local incarnation
 local dirty = false
 local active_n = 0
 
@@ -235,7 +238,7 @@ end
 local function advance()
   local state = redis.call('HMGET', KEYS[5], 'tokens', 'refill_at', 'win_start', 'win_count',
     'win_prev', 'end_count', 'end_prev', 'seed', 'draws', 'shuffled', 'an_start', 'an_cp_at',
-    'quick_until')
+    'quick_until', 'inc')
   analytics_load(state[11], state[12])
   tokens, refill_at = tonumber(state[1]), tonumber(state[2])
   win_start = tonumber(state[3]) or now
@@ -243,6 +246,14 @@ local function advance()
   end_count, end_prev = tonumber(state[6]) or 0, tonumber(state[7]) or 0
   seed, draws, shuffled = state[8], tonumber(state[9]) or 0, tonumber(state[10])
   quick_until = tonumber(state[13])
+  incarnation = state[14]
+  if not incarnation then
+    -- A room's state made anew (its first call, or its data lost): a new
+    -- incarnation, so that copies of the old one are known for what they are.
+    local t = redis.call('TIME')
+    incarnation = t[1] .. string.format('%06d', tonumber(t[2]))
+    redis.call('HSET', KEYS[5], 'inc', incarnation)
+  end
   dirty = state[3] == false or (rate > 0 and state[1] == false)
   if rate > 0 and tokens ~= nil and tokens > rate then
     tokens = rate -- N was lowered since the last call: the bucket shrinks with it

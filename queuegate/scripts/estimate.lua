@@ -73,8 +73,12 @@ end
 
 -- How long a waiting client should sleep before it asks again (ms): often
 -- near its turn, rarely when far back, and always well inside `abandon`.
+-- An unknown wait (a paused room, which the operator may open at any
+-- moment) is asked about every UNKNOWN_POLL: a stream hears the opening at
+-- once, a poller within that.
+local UNKNOWN_POLL = 5000
 local function poll_after(wait, abandon)
-  local p = 20000
+  local p = UNKNOWN_POLL
   if wait >= 0 then p = max(1000, min(20000, floor(wait / 3))) end
   if abandon > 0 then p = min(p, floor(abandon / 3)) end
   return max(p, 250)

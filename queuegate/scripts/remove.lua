@@ -17,10 +17,10 @@ if seq and ARGV[5] == 'left' then analytics_gave_up(seq, now) end
 redis.call('ZREM', KEYS[3], id)
 take_alive({id})
 note_ended(was_active)
-if was_active > 0 then
-  -- Processes holding a copy of this admission drop it (admissions.py).
-  redis.call('PUBLISH', BASE .. 'revoked', id .. ':' .. now)
-end
+-- Processes holding a copy of this admission drop it (admissions.py): also
+-- when Redis no longer knows the visitor (its data lost, a copy outliving
+-- it), so that a remove always revokes every copy.
+redis.call('PUBLISH', BASE .. 'revoked', id .. ':' .. now)
 if held > 0 then
   moved()
   redis.call('HINCRBY', KEYS[5], ARGV[5], 1)

@@ -6,13 +6,20 @@
 -- KEYS[6] qg:{room}:ticker  the lease: the holder's id, expiring (PX)
 -- ARGV[4] this process's ticker id
 -- ARGV[5] the lease's length (ms)
+-- ARGV[6] the room's incarnation as this process last heard it, "" = none
+--
+-- A room whose incarnation is no longer the one the caller heard (its data
+-- lost: FLUSHALL, a restart or failover to an empty server, its keys
+-- expired) cannot vouch for any copy of it: every process is told to drop
+-- them (a revocation of '*', queuegate/admissions.py), by whichever process
+-- ticks first, holder or not.
 --
 -- The lease saves calls; it is not what keeps admissions right. Two
 -- processes ticking together (a lease taken over while its old holder's
 -- call was in flight) are two calls of advance: the scripts run one at a
 -- time and admit nobody twice, and the bucket never holds more than N.
 --
--- Returns {held, now, due, waiting}:
+-- Returns {held, now, due, waiting, incarnation}:
 --   held     1 when this process holds the lease (and the room was moved),
 --            0 when another does (nothing was touched)
 --   due      the Redis time (ms) at which the room next changes without a
@@ -21,16 +28,26 @@
 --            passed through: `configure` moves it itself). With held = 0:
 --            when the lease ends, unless renewed.
 --   waiting  the line's length: a room nobody waits in needs no ticking
+--   incarnation  the room's now ("" = it has no state)
+
+local function lost(current)
+  if ARGV[6] ~= '' and current ~= ARGV[6] then
+    redis.call('PUBLISH', BASE .. 'revoked', '*:' .. now)
+  end
+end
 
 local lease, holder, length = KEYS[6], ARGV[4], tonumber(ARGV[5])
 if not redis.call('SET', lease, holder, 'NX', 'PX', length) then
   if redis.call('GET', lease) ~= holder then
-    return {0, now, now + math.max(redis.call('PTTL', lease), 0), redis.call('ZCARD', KEYS[2])}
+    local current = redis.call('HGET', KEYS[5], 'inc') or ''
+    lost(current)
+    return {0, now, now + math.max(redis.call('PTTL', lease), 0), redis.call('ZCARD', KEYS[2]), current}
   end
   redis.call('PEXPIRE', lease, length)
 end
 
 advance()
+lost(incarnation)
 settled = true
 save_state()
 
@@ -49,4 +66,4 @@ elseif line_moves and waiting > 0 then
     end
   end
 end
-return {1, now, due, waiting}
+return {1, now, due, waiting, incarnation}
