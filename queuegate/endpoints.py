@@ -13,14 +13,12 @@ import re
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from sse_starlette import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
-from .answers import UNAVAILABLE_RETRY
 from .pages import Page, send_page
 from .settings import Room
 from .store import Outcome, StoreError
-from .streams import FRONT_MS, FRONT_PLACES, Wakeups, events
+from .streams import Feeds
 from .visitors import Visitor
 
 if TYPE_CHECKING:
@@ -103,7 +101,7 @@ class Endpoints:
             re.escape(endpoint) + r"/(status|leave|stream|join)/([A-Za-z0-9_-]{1,100})"
         )
         self._prefix = endpoint + "/"
-        self.wakeups = Wakeups(gate.store.invalidations)
+        self.feeds = Feeds(gate.store.invalidations, gate.store.check_in)
         self._streams: dict[tuple[str, str], int] = {}  # (room, visitor) -> open streams here
 
     def match(self, route: str) -> tuple[str, str] | None:
@@ -184,23 +182,15 @@ class Endpoints:
     async def _stream(self, room: Room, who: Visitor, scope: Scope, receive: Receive, send: Send) -> None:
         """The visitor's place, pushed as it changes (see queuegate.streams)."""
 
-        async def check() -> tuple[str, str, int, bool]:
+        async def read() -> Outcome | None:
             outcome = await self._place(room, who)
             if outcome is not None and outcome.state == "waiting":
                 # What the cookie would say now (a stream cannot set it).
                 who.place, who.seen_ms = outcome.place, outcome.seen_ms
-            data = self._status_page(room, outcome, scope).body.decode()
-            if outcome is None:
-                return "unavailable", data, UNAVAILABLE_RETRY * 1000, True
-            if outcome.state in ("waiting", "prequeue"):
-                front = (
-                    outcome.state == "prequeue"
-                    or outcome.method == "random"
-                    or outcome.rank < FRONT_PLACES
-                    or outcome.eta_ms < FRONT_MS
-                )
-                return "waiting", data, outcome.poll_ms, front
-            return "state", data, 0, True
+            return outcome
+
+        def render(outcome: Outcome | None) -> str:
+            return self._status_page(room, outcome, scope).body.decode()
 
         key = (room.name, who.visitor or "")
         if self._streams.get(key, 0) >= MAX_STREAMS_PER_VISITOR:
@@ -208,10 +198,8 @@ class Endpoints:
             await send_page(self.gate.pages.state(room.name, "too_many_streams", 429), send)
             return
         self._streams[key] = self._streams.get(key, 0) + 1
-        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
-        response = EventSourceResponse(events(self.wakeups, room.name, check), ping=15, headers=headers)
         try:
-            await response(scope, receive, send)
+            await self.feeds.serve(room, read, render, receive, send)
         finally:
             left = self._streams[key] - 1
             if left:

@@ -51,7 +51,7 @@ from typing import Any
 
 from .coalescing import Coalescer
 
-__all__ = ["FarAnswer", "FarBack", "View"]
+__all__ = ["FarAnswer", "FarBack", "View", "estimate_at"]
 
 logger = logging.getLogger("queuegate")
 
@@ -114,15 +114,7 @@ class View:
     def at(self, rank: int) -> tuple[int, int] | None:
         """Estimate and poll interval at ``rank`` (exact at a sample, else
         between its two neighbours'), or ``None`` past the view's last rank."""
-        ranks = self.all_ranks
-        if not ranks or rank > ranks[-1] or rank < 0:
-            return None
-        i = bisect.bisect_right(ranks, rank) - 1
-        if ranks[i] == rank:
-            return self.all_etas[i], self.all_polls[i]
-        return _between(rank, ranks[i], ranks[i + 1], self.all_etas[i], self.all_etas[i + 1]), min(
-            self.all_polls[i], self.all_polls[i + 1]
-        )
+        return estimate_at(self.all_ranks, self.all_etas, self.all_polls, rank)
 
     def spot(self, place: int) -> tuple[int, int, int] | None:
         """Rank, estimate and poll interval of arrival number ``place``, or
@@ -142,6 +134,20 @@ class View:
         eta = _between(rank, low, high, self.etas[i], self.etas[i + 1])
         # The shorter interval of the two: never polling later than the page would.
         return rank, eta, min(self.polls[i], self.polls[i + 1])
+
+
+def estimate_at(
+    ranks: Sequence[int], etas: Sequence[int], polls: Sequence[int], rank: int
+) -> tuple[int, int] | None:
+    """The estimate and poll interval at ``rank`` from the scripts' samples
+    by rank (exact at a sample; between two, the estimate in proportion and
+    the shorter interval), or ``None`` outside them."""
+    if not ranks or rank > ranks[-1] or rank < 0:
+        return None
+    i = bisect.bisect_right(ranks, rank) - 1
+    if ranks[i] == rank:
+        return etas[i], polls[i]
+    return _between(rank, ranks[i], ranks[i + 1], etas[i], etas[i + 1]), min(polls[i], polls[i + 1])
 
 
 def _between(rank: int, low: int, high: int, eta_low: int, eta_high: int) -> int:

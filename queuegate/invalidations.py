@@ -73,7 +73,8 @@ class Invalidations:
     """One process's subscription to what Redis says changed. ``on_revoke``
     hears each revocation (room, visitor or ``*``, Redis ms); ``on_lost``
     is told when the subscription is lost (every copy must go); each of
-    ``on_moved`` hears the rooms whose line moved. ``enabled``: copies may
+    ``on_moved`` hears the rooms whose line moved, with what the script
+    pushed (see ``queuegate.streams``). ``enabled``: copies may
     be made (else the lease never holds)."""
 
     def __init__(
@@ -98,13 +99,21 @@ class Invalidations:
         # epoch (one more whenever it is lost or made): see line_version.
         self._moves: dict[str, int] = {}
         self._epoch = 0
-        self.on_moved: list[Callable[[str], None]] = []
+        self.on_moved: list[Callable[[str, bytes], None]] = []
+        # Told when a subscription is confirmed: what it may have missed before.
+        self.on_subscribed: list[Callable[[], None]] = []
         self.subscribed = asyncio.Event()  # set while a confirmed subscription listens
 
     @property
     def live(self) -> bool:
         """The lease holds: copies may be made and used."""
         return time.monotonic() <= self._fresh_until
+
+    @property
+    def epoch(self) -> int:
+        """Changes whenever the subscription is lost or made: messages may
+        have gone unheard between two different epochs."""
+        return self._epoch
 
     @property
     def started(self) -> bool:
@@ -127,6 +136,11 @@ class Invalidations:
         unheard)."""
         if time.monotonic() > self._fresh_until:
             return None
+        return self._epoch, self._moves.get(room, 0)
+
+    def heard(self, room: str) -> tuple[int, int]:
+        """The room's line version as heard, lease or not (the streams'
+        question: did a message of the room come between two moments)."""
         return self._epoch, self._moves.get(room, 0)
 
     def start(self, *, wakeups: bool = False) -> None:
@@ -161,6 +175,8 @@ class Invalidations:
                 self._live_since = seconds * 1000 + micros // 1000
                 self._epoch += 1  # lines moved unheard before the subscription
                 self.subscribed.set()
+                for listener in self.on_subscribed:
+                    listener()
                 await self._hear(pubsub)
             except (RedisError, OSError, TimeoutError) as exc:
                 logger.info("queuegate: the subscription to changes lost (%s); Redis decides meanwhile", exc)
@@ -212,7 +228,7 @@ class Invalidations:
             room = name[self._prefix_length : -len("}:moved")]
             self.moved(room)  # before the wake-ups: their checks see the new version
             for listener in self.on_moved:
-                listener(room)
+                listener(room, data)
             return
         room = name[self._prefix_length : -len("}:revoked")]
         visitor, _, at = data.decode().rpartition(":")

@@ -177,14 +177,25 @@ local function take(n)
   return ids, seqs
 end
 
--- Tell the processes holding open streams that the room's line moved (the
--- channel <prefix>:{room}:moved, once per call; see queuegate/streams.py).
+-- The pushed room: what a call changed in the line, published once at its
+-- end (save_state) on <prefix>:{room}:moved, which every app process hears
+-- (queuegate/invalidations.py) and feeds its open streams from
+-- (queuegate/streams.py). moved() says the line or the room's settings
+-- changed; the lists say who left the line and how.
 local published = false
+local push_taken = 0 -- taken from the head of the line (admitted or skipped)
+local push_admitted, push_gone, push_gone_seqs = {}, {}, {}
+local push_reset = false -- ranks changed other than by leaving (a shuffle): read them again
+local push_drained = false -- everyone waiting lost their place (drain.lua)
 local function moved()
-  if not published then
-    redis.call('PUBLISH', BASE .. 'moved', now)
-    published = true
-  end
+  published = true
+end
+-- `seq`: the arrival number of a visitor who left the line, 0 for one who
+-- was not in it (an admitted visitor removed).
+local function went(id, seq)
+  push_gone[#push_gone + 1] = id
+  push_gone_seqs[#push_gone_seqs + 1] = seq or 0
+  moved()
 end
 
 -- Move visitors from the line into the active set while tokens and capacity
@@ -208,12 +219,16 @@ local function move_line()
       if abandon > 0 and last ~= nil and last <= now - abandon then
         abandoned = abandoned + 1
         analytics_gave_up(seqs[i], last)
+        push_gone[#push_gone + 1] = id
+        push_gone_seqs[#push_gone_seqs + 1] = 0 -- counted in push_taken already
       else
         entries[#entries + 1] = now + session
         entries[#entries + 1] = id
         admitted[#admitted + 1] = seqs[i]
+        push_admitted[#push_admitted + 1] = id
       end
     end
+    push_taken = push_taken + #ids
     budget = budget - #ids
     local n = #entries / 2
     -- Recent history of the head of the line: exponentially fading counts
@@ -327,6 +342,8 @@ local function advance()
       redis.call('ZADD', KEYS[2], unpack(batch))
     end
     redis.call('HSET', KEYS[5], 'shuffled', opens_at, 'prequeue_size', #ids)
+    push_reset = true
+    moved()
   end
 
   move_line()
@@ -407,6 +424,48 @@ local function keep_snapshot()
   end
 end
 
+-- Estimates by rank for the push: every rank up to PUSH_FRONT, then ranks
+-- PUSH_SPACING apart to the line's last (a process puts a stream's estimate
+-- between its two neighbours'; in a lottery everyone's is the median's).
+local PUSH_FRONT, PUSH_SPACING = 20, 1.05
+local function push_samples(line)
+  local r = figures()
+  local staying, count, quiet = crowd()
+  local function known() return staying, count, quiet end
+  local samples = {}
+  local function sample(rank, ahead)
+    local wait = estimate(ahead, r, known)
+    samples[#samples + 1] = rank
+    samples[#samples + 1] = wait
+    samples[#samples + 1] = poll_after(wait, abandon)
+  end
+  if method == 'random' then
+    sample(0, math.floor((line - 1) / 2))
+    return samples
+  end
+  local rank = 0
+  while rank < line do
+    sample(rank, rank)
+    if rank == line - 1 then break end
+    if rank < PUSH_FRONT then rank = rank + 1 else rank = math.floor(rank * PUSH_SPACING) end
+    rank = math.min(rank, line - 1)
+  end
+  return samples
+end
+
+local function push()
+  local line = redis.call('ZCARD', KEYS[2])
+  local shown = status
+  if prequeue then shown = 'prequeue' end
+  redis.call('PUBLISH', BASE .. 'moved', cjson.encode({
+    i = incarnation, t = now, n = push_taken, a = push_admitted, g = push_gone, s = push_gone_seqs,
+    r = push_reset and 1 or 0, d = push_drained and 1 or 0, st = shown, m = method, l = line, se = session, ab = abandon,
+    e = push_samples(line),
+  }))
+  push_taken, push_admitted, push_gone, push_gone_seqs = 0, {}, {}, {}
+  push_reset, push_drained = false, false
+end
+
 local function save_state()
   if forget > 0 then
     for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], forget) end
@@ -422,4 +481,8 @@ local function save_state()
       'win_prev', win_prev, 'end_count', end_count, 'end_prev', end_prev, 'draws', draws)
   end
   keep_snapshot()
+  if published then
+    push()
+    published = false
+  end
 end

@@ -9,6 +9,7 @@ redis.call('DEL', KEYS[2], KEYS[3], ALIVE, ALIVE_N)
 redis.call('HDEL', KEYS[5], 'view_at', 'view') -- the line it showed is gone (view.lua)
 if n > 0 then
   redis.call('HINCRBY', KEYS[5], 'drained', n)
+  push_drained = true
   moved()
 end
 settled = true

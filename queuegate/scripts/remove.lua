@@ -22,7 +22,7 @@ note_ended(was_active)
 -- it), so that a remove always revokes every copy.
 redis.call('PUBLISH', BASE .. 'revoked', id .. ':' .. now)
 if held > 0 then
-  moved()
+  went(id, seq)
   redis.call('HINCRBY', KEYS[5], ARGV[5], 1)
   active_n = redis.call('ZCARD', KEYS[4])
   move_line()

@@ -1,0 +1,190 @@
+"""The pushed room: open streams follow the line from what each script
+publishes, without a call per stream. A real uvicorn, real streams, and
+Redis as the judge of every place shown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import redis.asyncio as aioredis
+
+from queuegate import QueueGate, Room, Store
+from queuegate.store import connect
+
+from .conftest import SECRET, lifespan_app, served
+
+
+def gate_for(redis_url: str, room: Room) -> QueueGate:
+    return QueueGate(
+        lifespan_app, rooms=[room], secret_key=SECRET, redis=redis_url, cookie_secure=False, environ={}
+    )
+
+
+class Watched:
+    """A visitor's stream, read in the background: its latest event."""
+
+    def __init__(self, client: httpx.AsyncClient, base: str, room: str) -> None:
+        self.client, self.base, self.room = client, base, room
+        self.events: list[tuple[str, dict[str, object]]] = []
+        self.heard = asyncio.Event()
+        self.ended = asyncio.Event()
+        self.visitor = client.cookies[f"qg_{room}"].split(".")[0].split("~")[0]
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async with self.client.stream("GET", f"{self.base}/_queuegate/stream/{self.room}") as response:
+                name = ""
+                async for line in response.aiter_lines():
+                    if line.startswith("event:"):
+                        name = line.partition(":")[2].strip()
+                    elif line.startswith("data:"):
+                        self.events.append((name, json.loads(line.partition(":")[2])))
+                        self.heard.set()
+        except httpx.TransportError:
+            pass  # the server stopped at the test's end
+        finally:
+            self.ended.set()
+
+    async def first(self) -> None:
+        await self.heard.wait()
+
+
+@asynccontextmanager
+async def visitors(base: str, path: str, count: int) -> AsyncIterator[list[httpx.AsyncClient]]:
+    clients = [httpx.AsyncClient(timeout=30) for _ in range(count)]
+    try:
+        for client in clients:
+            await client.get(base + path)
+        yield clients
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients))
+
+
+async def ranks(redis_url: str, room: str) -> dict[str, int]:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        line: list[Any] = await client.zrange(f"qg:{{{room}}}:waiting", 0, -1)
+        return {member.decode(): rank for rank, member in enumerate(line)}
+    finally:
+        await client.aclose()
+
+
+def test_streams_show_the_place_redis_gives_as_the_line_moves(redis_url: str) -> None:
+    """Visitors leave from all over the line and the ticker admits two each
+    half second; every stream's last position is the visitor's rank in
+    Redis, admitted ones hear their turn and leavers' streams end."""
+    room = Room("moving", paths=["/q"], rate=2, per=0.5, client_limit=0, abandon=0)
+
+    async def scenario(base: str) -> None:
+        async with visitors(base, "/q", 30) as clients:
+            watched = [Watched(c, base, "moving") for c in clients[2:]]  # the first 2 went in
+            await asyncio.gather(*(w.first() for w in watched))
+            draw = random.Random(7)
+            leavers = draw.sample(watched[4:], 6)
+            for w in leavers:
+                await w.client.post(f"{base}/_queuegate/leave/moving")
+                await asyncio.sleep(draw.random() * 0.3)
+            for w in leavers:
+                await asyncio.wait_for(w.ended.wait(), 1.0)
+                assert w.events[-1][1]["state"] == "none"
+            await asyncio.sleep(0.8)
+            operator = Store(connect(redis_url, 5.0))
+            await operator.configure(room, status="paused")  # the line stands still
+            await operator.aclose()
+            await asyncio.sleep(0.3)
+            truth = await ranks(redis_url, "moving")
+            admitted = [w for w in watched if w not in leavers and w.visitor not in truth]
+            assert admitted  # the ticker let some in meanwhile
+            for w in admitted:
+                assert w.ended.is_set()
+                assert w.events[-1][0] == "state"
+                assert w.events[-1][1]["state"] == "active"
+            waiting = [w for w in watched if w.visitor in truth]
+            assert waiting
+            for w in waiting:
+                name, data = w.events[-1]
+                assert name == "waiting"
+                assert data["position"] == truth[w.visitor] + 1, (w.events[-3:], truth[w.visitor])
+            for w in watched:
+                w.task.cancel()
+
+    with served(gate_for(redis_url, room)) as base:
+        asyncio.run(scenario(base))
+
+
+def test_a_leaver_far_back_and_a_removed_visitor_lose_their_streams_at_once(redis_url: str) -> None:
+    room = Room("long", paths=["/q"], rate=1, per=3600.0, client_limit=0)
+
+    async def scenario(base: str) -> None:
+        store = Store(connect(redis_url, 5.0))
+        try:
+            await store.enter_many(room, [f"filler{i}" for i in range(1500)])
+            async with visitors(base, "/q", 2) as clients:
+                leaver, removed = Watched(clients[0], base, "long"), Watched(clients[1], base, "long")
+                await asyncio.gather(leaver.first(), removed.first())
+                assert leaver.events[0][1]["position"] == 1500  # far back
+                started = time.monotonic()
+                await leaver.client.post(f"{base}/_queuegate/leave/long")
+                await asyncio.wait_for(leaver.ended.wait(), 1.0)
+                assert time.monotonic() - started < 1.0
+                started = time.monotonic()
+                await store.leave(room, removed.visitor)  # the operator, from another process
+                await asyncio.wait_for(removed.ended.wait(), 1.0)
+                assert time.monotonic() - started < 1.0
+                assert removed.events[-1][1]["state"] == "none"
+        finally:
+            await store.aclose()
+
+    with served(gate_for(redis_url, room)) as base:
+        asyncio.run(scenario(base))
+
+
+def test_redis_work_per_push_does_not_grow_with_open_streams(redis_url: str) -> None:
+    """20 streams, then 200, in a paused room (every stream is near the
+    front: the wait is unknown) while 10 visitors at the head leave, each
+    leave a push: Redis's commands are about the same. A read per stream
+    per push would be 2,000 more with 200 streams."""
+    room = Room("many", paths=["/q"], rate=1, per=3600.0, status="paused", client_limit=0)
+
+    async def calls_with(base: str, count: int, store: Store) -> int:
+        heads = [f"head{count}-{i}" for i in range(10)]
+        await store.enter_many(room, heads)
+        async with visitors(base, "/q", count) as clients:
+            watched = [Watched(c, base, "many") for c in clients]
+            await asyncio.gather(*(w.first() for w in watched))
+            client = aioredis.Redis.from_url(redis_url)
+            try:
+                before = (await client.info("stats"))["total_commands_processed"]
+                for head in heads:
+                    await store.leave(room, head)
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.5)
+                after = (await client.info("stats"))["total_commands_processed"]
+            finally:
+                await client.aclose()
+            shown = [w.events[-1][1]["position"] for w in watched]
+            for w in watched:
+                w.task.cancel()
+        for visitor in [w.visitor for w in watched]:
+            await store.leave(room, visitor)
+        assert shown == list(range(1, count + 1))  # every stream heard every leave
+        return int(after - before)
+
+    async def scenario(base: str) -> tuple[int, int]:
+        store = Store(connect(redis_url, 5.0))
+        try:
+            return await calls_with(base, 20, store), await calls_with(base, 200, store)
+        finally:
+            await store.aclose()
+
+    with served(gate_for(redis_url, room)) as base:
+        few, many = asyncio.run(scenario(base))
+    assert many <= few + 20, (few, many)
