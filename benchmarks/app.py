@@ -5,11 +5,14 @@ QUEUEGATE_BENCH_MODE=bare|gated QUEUEGATE_REDIS_URL=... uvicorn benchmarks.app:a
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse
+from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
@@ -29,6 +32,8 @@ ROOMS = [
     Room("bench-turn", paths=["/turn"], rate=4, per=1, session=600, client_limit=0),
     # The console's pause and open (python -m benchmarks.reopen).
     Room("bench-reopen", paths=["/reopen"], rate=5, per=2, session=3600, client_limit=0),
+    # Streams held open by the thousand (python -m benchmarks.streams).
+    Room("bench-held", paths=["/held"], rate=4, per=1, session=3600, client_limit=0),
     # Open streams, far back: nobody is admitted.
     Room("bench-streams", paths=["/streams"], rate=1, per=3600, client_limit=0),
     # The challenge benchmark: a proof of work before each place (difficulty
@@ -41,8 +46,22 @@ async def page(request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
-bare = Starlette(routes=[Route("/{name}", page)])
+async def held_stream(request: Request) -> StreamingResponse:
+    """A bare Server-Sent Events response held open: one event, then
+    nothing until the client leaves (what a stream costs without the gate)."""
+
+    async def events() -> AsyncIterator[bytes]:
+        yield b'event: waiting\ndata: {"state": "waiting"}\n\n'
+        await asyncio.Event().wait()
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+bare = Starlette(routes=[Route("/sse", held_stream), Route("/{name}", page)])
 app: ASGIApp
+
+if os.environ.get("QUEUEGATE_BENCH_LOG"):  # the gate's own log lines, to see what it went through
+    logging.basicConfig(level=logging.INFO)
 
 if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
     app = QueueGate(

@@ -31,45 +31,18 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import redis
 
-from queuegate.embedded import EmbeddedServer, free_port, server_binary
+from queuegate.embedded import EmbeddedServer, server_binary
 
 from .report import print_report
+from .speed import uvicorn_server
 
 ROOM, RATE, PER_MS, SESSION_MS = "bench-reopen", 5, 2000, 3_600_000
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@contextmanager
-def workers(redis_url: str, count: int) -> Iterator[int]:
-    port = free_port()
-    env = {**os.environ, "QUEUEGATE_BENCH_MODE": "gated", "QUEUEGATE_REDIS_URL": redis_url}
-    command = [
-        sys.executable, "-m", "uvicorn", "benchmarks.app:app", "--port", str(port),
-        "--workers", str(count), "--log-level", "warning", "--no-access-log",
-    ]  # fmt: skip
-    process = subprocess.Popen(command, cwd=ROOT, env=env)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/page", timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("uvicorn did not start") from None
-                time.sleep(0.1)
-        time.sleep(1.0)  # every worker up, not only the first
-        yield port
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def console(redis_url: str, *args: str) -> float:
@@ -202,8 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    with EmbeddedServer(server_binary("path")) as server, workers(server.url, args.workers) as port:
-        report = asyncio.run(run(server.url, f"http://127.0.0.1:{port}", args.tries, args.seed))
+    with (
+        EmbeddedServer(server_binary("path")) as server,
+        uvicorn_server("gated", server.url, workers=args.workers) as served,
+    ):
+        time.sleep(1.0)  # every worker up, not only the first
+        report = asyncio.run(run(server.url, f"http://127.0.0.1:{served.port}", args.tries, args.seed))
     print_report(report, args.json)
     if not args.json:
         p99 = report["open_to_first_admission_ms_p99"]

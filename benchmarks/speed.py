@@ -19,6 +19,7 @@ import json
 import math
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -80,18 +81,33 @@ def measured(served: Served, redis_url: str, path: str, *load: Any) -> Run:
     return Run(result, app / count * 1e6, server / count * 1e6)
 
 
+def most_files() -> None:
+    """Raise this process's open-file limit to its hard limit (held
+    streams and load generators hold thousands of sockets)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 @contextmanager
 def uvicorn_server(
-    mode: str, redis_url: str, *, app: str = "benchmarks.app:app", env: dict[str, str] | None = None
+    mode: str,
+    redis_url: str,
+    *,
+    app: str = "benchmarks.app:app",
+    env: dict[str, str] | None = None,
+    workers: int = 1,
 ) -> Iterator[Served]:
-    """One uvicorn worker serving ``app`` (ready once ``/page`` answers)."""
+    """uvicorn serving ``app`` (ready once ``/page`` answers); ``workers``
+    processes (the pid is the first's, or the only worker's)."""
     port = free_port()
     env = {**os.environ, **(env or {}), "QUEUEGATE_BENCH_MODE": mode, "QUEUEGATE_REDIS_URL": redis_url}
     command = [
         sys.executable, "-m", "uvicorn", app, "--port", str(port), "--loop", "uvloop",
-        "--http", "httptools", "--log-level", "warning", "--no-access-log",
+        "--http", "httptools", "--log-level", "warning", "--no-access-log", "--backlog", "4096",
     ]  # fmt: skip
-    process = subprocess.Popen(command, cwd=ROOT, env=env)
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, preexec_fn=most_files)
     try:
         deadline = time.monotonic() + 20
         while True:

@@ -1,7 +1,7 @@
 """How soon a waiting visitor learns that its turn has come, pushed (the
 page's stream) and polled (the page's fallback), side by side.
 
-    python -m benchmarks.turn [--visitors 80] [--streams 1000] [--json]
+    python -m benchmarks.turn [--visitors 80] [--json]
 
 A gated uvicorn worker (as in ``python -m benchmarks``) with a room that
 admits 4 visitors a second. ``--visitors`` join it at once; half then hold a
@@ -9,8 +9,12 @@ stream (``/_queuegate/stream/<room>``), half poll the status endpoint at the
 ``poll_after_seconds`` the gate asks for, as the page does. Each records the
 moment (this host's clock) it learns it is in; Redis's active set says when
 it was admitted (the session's end minus its length, Redis's clock on the
-same host). Then ``--streams`` visitors far back each hold a stream open, and
-the worker's memory is read before and after (/proc).
+same host).
+
+What a held stream costs is ``python -m benchmarks.streams``: this module
+used to measure it by reading each stream's first line through an iterator
+it then dropped, which closed the stream, so it measured streams that were
+no longer open.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import argparse
 import asyncio
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -54,13 +57,6 @@ async def learn_by_polling(client: httpx.AsyncClient, base: str) -> float:
         if answer["state"] != "waiting":
             return time.time() * 1000
         await asyncio.sleep(answer["poll_after_seconds"])
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 async def turns(base: str, redis_url: str, visitors: int) -> dict[str, Any]:
@@ -102,45 +98,14 @@ async def turns(base: str, redis_url: str, visitors: int) -> dict[str, Any]:
     return {kind: summary(values) for kind, values in latency.items()}
 
 
-async def open_streams(base: str, pid: int, count: int) -> dict[str, Any]:
-    clients = [httpx.AsyncClient(timeout=60) for _ in range(count)]
-    opened: list[Any] = []
-    try:
-        for client in clients:
-            await client.get(f"{base}/streams")
-        before = rss_kib(pid)
-        for client in clients:
-            response = await client.send(
-                client.build_request("GET", f"{base}/_queuegate/stream/bench-streams"), stream=True
-            )
-            opened.append(response)
-            await response.aiter_lines().__anext__()  # the first event: the stream is open
-        await asyncio.sleep(1)
-        after = rss_kib(pid)
-    finally:
-        await asyncio.gather(*(r.aclose() for r in opened))
-        await asyncio.gather(*(c.aclose() for c in clients))
-    return {
-        "open_streams": count,
-        "worker_rss_mib_before": round(before / 1024, 1),
-        "worker_rss_mib_with_streams": round(after / 1024, 1),
-        "worker_rss_kib_per_stream": round((after - before) / count, 1),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.turn", description=__doc__.split("\n\n")[0])
     parser.add_argument("--visitors", type=int, default=80)
-    parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    with EmbeddedServer(server_binary("path")) as server:
-        with uvicorn_server("gated", server.url) as gated:
-            base = f"http://127.0.0.1:{gated.port}"
-            report = {"visitors": args.visitors, **asyncio.run(turns(base, server.url, args.visitors))}
-        with uvicorn_server("gated", server.url) as fresh:  # a worker whose heap nothing else grew
-            fresh_base = f"http://127.0.0.1:{fresh.port}"
-            report.update(asyncio.run(open_streams(fresh_base, fresh.pid, args.streams)))
+    with EmbeddedServer(server_binary("path")) as server, uvicorn_server("gated", server.url) as gated:
+        base = f"http://127.0.0.1:{gated.port}"
+        report = {"visitors": args.visitors, **asyncio.run(turns(base, server.url, args.visitors))}
     print_report(report, args.json)
     if not args.json:
         p95 = report["stream"]["p95_ms"]

@@ -101,7 +101,7 @@ class Endpoints:
             re.escape(endpoint) + r"/(status|leave|stream|join)/([A-Za-z0-9_-]{1,100})"
         )
         self._prefix = endpoint + "/"
-        self.feeds = Feeds(gate.store.invalidations, gate.store.check_in)
+        self.feeds = Feeds(gate.store.invalidations, gate.store.places)
         self._streams: dict[tuple[str, str], int] = {}  # (room, visitor) -> open streams here
 
     def match(self, route: str) -> tuple[str, str] | None:

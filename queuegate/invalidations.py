@@ -56,6 +56,11 @@ logger = logging.getLogger("queuegate")
 
 PING_EVERY = 0.25  # seconds between pings on the subscription
 LEASE = 1.0  # seconds copies are trusted after the last answered ping was sent
+# A subscription with a ping unanswered this long is given up and made
+# anew. Longer than LEASE, which lapses by itself: a process whose own loop
+# was busy (a long garbage collection) reads the late answer, and every
+# message before it, in order, and keeps a subscription that lost nothing.
+DEAD_AFTER = 5 * LEASE
 RETRY_SUBSCRIBE = 1.0  # seconds between attempts to (re)subscribe
 MAX_ROOMS = 100_000  # a bound on the rooms with a line version: past it, a new epoch
 
@@ -215,8 +220,8 @@ class Invalidations:
                         self._fresh_until = lease
                 elif kind == "psubscribe":
                     raise ConnectionError("redis-py subscribed again on a new connection")
-            if sent and now - sent[0] > LEASE:
-                raise TimeoutError(f"no answer to a ping in {LEASE} s")
+            if sent and now - sent[0] > DEAD_AFTER:
+                raise TimeoutError(f"no answer to a ping in {DEAD_AFTER} s")
             if now - last >= PING_EVERY:
                 last = now
                 sent.append(now)

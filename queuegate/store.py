@@ -298,6 +298,17 @@ class Store:
         reply = await self._call("checkin", room, now, *visitors)
         return int(reply[0]), {text(gone) for gone in reply[1:]}
 
+    async def places(
+        self, room: RoomRef, visitors: Sequence[str], now: int | None = None
+    ) -> tuple[int, str, list[tuple[int, int]]]:
+        """Record that ``visitors`` are here, as ``check_in`` does, and read
+        where each one stands (places.lua): Redis's time, the room's
+        incarnation, and for each visitor in order (rank, 0) while waiting,
+        (-1, session end in ms) once admitted, (-1, 0) with no place."""
+        reply = await self._call("places", room, now, *visitors)
+        numbers = [int(value) for value in reply[2:]]
+        return int(reply[0]), text(reply[1]), list(zip(numbers[0::2], numbers[1::2], strict=True))
+
     async def release(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
         """The protected action is done: free the slot for the next in line."""
         return await self._remove(room, visitor, "released", now)

@@ -14,21 +14,26 @@ open stream of the room in memory, without a call:
   those who left ahead of it (a line only ever loses people ahead of a
   visitor that way: joins go to the back), and its estimate is read
   between the push's samples. Near the front (fewer than ``FRONT_PLACES``
-  ahead, or under ``FRONT_MS``) each change is sent; further back at most
-  every quarter of the poll interval.
+  ahead) each change is sent; further back at most every second or every
+  half poll interval, whichever is longer (twice as fresh as polling).
 
 So Redis's work per push does not grow with the number of open streams. A
-stream asks Redis itself when it opens (its exact place; read again if a
-push of the room came during the read), when a push cannot say (a shuffle
-at a scheduled opening, a room whose data was lost, a subscription lost and
-made again), and the room's streams record their visitors' liveness
-together, one call per ``MAX_CHECK_IN`` visitors, often enough that none
-counts as silent (checkin.lua). Without a subscription (a Redis Cluster,
-Redis away) each stream asks at its poll interval: polling, never silence.
+stream asks Redis itself only when it opens (its exact place; read again if
+a push of the room came during the read) and when its visitor is no longer
+in the line for a reason no push told (then its answer says what became of
+them). Where pushes cannot say where everyone stands (a subscription lost
+and made again, a shuffle at a scheduled opening, a room whose data was
+lost) the room's streams *resync*: their visitors' ranks read together,
+``MAX_BATCH`` a call (places.lua). The same call, every sixth of
+``abandon``, records their liveness, so none counts as silent. Without a
+subscription (a Redis Cluster, Redis away) each stream asks at its poll
+interval: polling, never silence.
 
 Each stream is its request's own coroutine and one task that notices the
 client leaving; there is no queue: a stream holds only the latest event to
-send, so a client that does not read costs one event, not a backlog.
+send (rendered when it is sent), so a client that does not read costs one
+event, not a backlog, and a push costs the room's streams a few integer
+operations each, not a page each.
 
 Event format (``text/event-stream``): ``event: waiting`` with the same JSON
 as the status endpoint, whenever it changes; then one ``event: state`` with
@@ -54,22 +59,22 @@ from .farback import estimate_at
 from .invalidations import Invalidations
 from .outcomes import Outcome, State
 
-__all__ = ["FRONT_MS", "FRONT_PLACES", "Feeds"]
+__all__ = ["FRONT_PLACES", "Feeds"]
 
 logger = logging.getLogger("queuegate")
 
-# Near the front every change is sent: fewer people ahead than FRONT_PLACES,
-# or an estimated wait under FRONT_MS (or unknown). Both, since each misses
-# a case: at 4 admissions a second 20 places are 5 s, and in a capacity
-# room the estimate may be the bound of a whole session.
-FRONT_PLACES = 20
-FRONT_MS = 10_000
+FRONT_PLACES = 20  # this near the front, every change is sent at once
+# Further back, at most one update every FAR_EVERY seconds or half the poll
+# interval, whichever is longer: twice as fresh as polling would be.
+FAR_EVERY = 1.0
 PING_SECONDS = 15.0  # a comment line this often keeps proxies from closing an idle stream
 MAX_READS = 64  # streams of one process reading their place from Redis at once
-MAX_CHECK_IN = 500  # visitors whose liveness one call records
-READ_AGAIN = 3  # a read during which the room moved is made again this many times at most
+MAX_BATCH = 500  # visitors whose ranks one resync call reads
+READ_AGAIN = 3  # a read (or resync) during which the room moved is made again this many times at most
 UNAVAILABLE_SECONDS = 5.0  # a stream whose read failed reads again after this
 SUBSCRIBE_WAIT = 1.0  # seconds a new stream waits for the subscription at most
+RESYNC_RETRY = 1.0  # seconds before a resync that could not finish is tried again
+FLUSH = 0.25  # seconds between two updates of all of a room's streams
 
 HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -80,72 +85,122 @@ PING = {"type": "http.response.body", "body": b": ping\n\n", "more_body": True}
 
 Read = Callable[[], Awaitable[Outcome | None]]
 Render = Callable[[Outcome | None], str]
-CheckIn = Callable[[Any, Sequence[str]], Awaitable[tuple[int, set[str]]]]
+Places = Callable[[Any, Sequence[str]], Awaitable[tuple[int, str, list[tuple[int, int]]]]]
+# Estimates by rank from a push: ranks, estimates (ms), poll intervals (ms).
+Samples = tuple[Sequence[int], Sequence[int], Sequence[int]]
 
 
 class Stream:
     """One open stream: its visitor's place as last known, and the event
-    waiting to be sent."""
+    waiting to be sent (an answer to render, or None for 'unavailable')."""
 
     __slots__ = (
-        "epoch", "final", "next_send", "pending", "place", "rank",
-        "render", "shown", "stale", "visitor", "wake",
+        "epoch", "final", "gone", "next_send", "pending", "ping", "place", "rank",
+        "shown", "stale", "timed_out", "visitor", "wake",
     )  # fmt: skip
 
-    def __init__(self, render: Render) -> None:
-        self.render = render
+    def __init__(self) -> None:
         self.visitor = ""
         self.place = 0  # arrival number
         self.rank = 0
-        self.epoch = -1  # the subscription's epoch when the place was read
+        self.epoch = -1  # the subscription's epoch its rank is right for
         self.stale = True  # the place must be read from Redis
-        self.pending: tuple[str, str] | None = None  # (event, data) to send
+        # What to send: False nothing, True the place in `shown`, else this
+        # answer (None: Redis did not answer). Built when it is sent, so that
+        # nothing of it outlives the send (objects that live a while get
+        # promoted and make the garbage collector's full passes more often).
+        self.pending: Outcome | bool | None = False
+        self.ping = False  # a keep-alive comment is due
+        self.gone = False  # the client left
+        self.timed_out = False
         self.final = False  # the pending event ends the stream
         self.shown: tuple[int, int, int, int] | None = None  # rank, line, eta, poll last sent
         self.next_send = 0.0  # far back: no update before this (time.monotonic())
         self.wake: asyncio.Future[None] | None = None
 
-    def send(self, event: str, data: str, *, final: bool = False) -> None:
-        self.pending = (event, data)
+    def send(self, outcome: Outcome | bool | None, *, final: bool = False) -> None:
+        self.pending = outcome
         self.final = final
-        wake = self.wake
-        if wake is not None and not wake.done():
-            wake.set_result(None)
+        self.wake_up()
 
     def read_again(self) -> None:
         if not self.final:
             self.stale = True
-            wake = self.wake
-            if wake is not None and not wake.done():
-                wake.set_result(None)
+            self.wake_up()
+
+    def wake_up(self) -> None:
+        wake = self.wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    def left(self, _: object = None) -> None:
+        self.gone = True
+        self.wake_up()
+
+    def time_out(self) -> None:
+        self.timed_out = True
+        self.wake_up()
 
 
 @dataclass
 class Feed:
-    """One room's open streams in this process, and what the last push said."""
+    """One room's open streams in this process, and what the last push said.
+
+    A push costs the room's streams nothing each: a stream's ``rank`` is its
+    rank as of the last *flush* (every ``FLUSH`` seconds, which brings every
+    stream up to date and sends what is due), and the pushes since are
+    summed here: ``taken`` from the head, and the arrival numbers that
+    ``left`` (sorted). A stream's rank now is its rank less both (those who
+    left ahead of it). Only the streams nearest the front (the lowest
+    arrival numbers) are updated at each push."""
 
     room: Any
     streams: dict[str, set[Stream]] = field(default_factory=dict)
+    places: list[int] = field(default_factory=list)  # the streams' arrival numbers, sorted
+    at_place: dict[int, set[Stream]] = field(default_factory=dict)
+    taken: int = 0
+    left: list[int] = field(default_factory=list)
+    moved: bool = False  # a push since the last flush
+    owed: set[Stream] = field(default_factory=set)  # a change held back for next_send
     incarnation: str = ""
     abandon_ms: int = 0
+    # The last push's figures: every stream's estimate comes from them.
+    at_ms: int = 0
+    method: str = "fifo"
+    line: int = 0
+    samples: Samples = ((), (), ())
     checking: asyncio.Task[None] | None = None
+    resync_due: asyncio.Event = field(default_factory=asyncio.Event)
 
     def all(self) -> list[Stream]:
         return [stream for streams in self.streams.values() for stream in streams]
 
+    def rank(self, stream: Stream) -> int:
+        """The stream's rank now, by the pushes since the last flush."""
+        return max(0, stream.rank - self.taken - bisect.bisect_left(self.left, stream.place))
+
+    def since_flush(self, stream: Stream, rank: int) -> int:
+        """A rank read now, as of the last flush (what ``stream.rank`` holds)."""
+        return rank + self.taken + bisect.bisect_left(self.left, stream.place)
+
+    def front(self, count: int) -> list[Stream]:
+        """The streams of the ``count`` lowest arrival numbers."""
+        return [stream for place in self.places[:count] for stream in self.at_place.get(place, ())]
+
 
 class Feeds:
     """The streams of one process, fed by the room pushes heard on
-    ``invalidations``; ``check_in`` is ``Store.check_in``."""
+    ``invalidations``; ``places`` is ``Store.places``."""
 
-    def __init__(self, invalidations: Invalidations, check_in: CheckIn) -> None:
+    def __init__(self, invalidations: Invalidations, places: Places) -> None:
         self._invalidations = invalidations
-        self._check_in = check_in
+        self._places = places
         self._feeds: dict[str, Feed] = {}
         self._reads = asyncio.Semaphore(MAX_READS)
         invalidations.on_moved.append(self._pushed)
         invalidations.on_subscribed.append(self._subscribed)
-        self.reads = 0  # places read from Redis by streams
+        self.reads = 0  # places read from Redis by one stream
+        self.resyncs = 0  # resync calls (many streams each)
         self.pushes = 0  # pushes applied to a room with streams
 
     def open_streams(self) -> int:
@@ -163,32 +218,33 @@ class Feeds:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(invalidations.subscribed.wait(), timeout=SUBSCRIBE_WAIT)
         name: str = room.name
-        stream = Stream(render)
+        stream = Stream()
         left = asyncio.ensure_future(_until_disconnect(receive))
+        left.add_done_callback(stream.left)
         await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
         try:
             while True:
                 if stream.stale:
                     await self._read(name, room, stream, read)
                 pending = stream.pending
-                if pending is not None:
-                    stream.pending = None
-                    event, data = pending
-                    body = f"event: {event}\ndata: {data}\n\n".encode()
-                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                if pending is not False:
+                    stream.pending = False
+                    if pending is True:
+                        pending = self._waiting(name, stream)
+                    await send(_event(pending, render))
                     if stream.final:
                         return
-                woken = await self._wait(stream, left)
-                if woken is False:
+                if stream.ping:
+                    stream.ping = False
+                    await send(PING)
+                if not await self._wait(stream):
                     return
-                if woken is None:
-                    if (
-                        not self._invalidations.subscribed.is_set()
-                        or stream.epoch != self._invalidations.epoch
-                    ):
-                        stream.stale = True  # pushes may have gone unheard: ask
-                    else:
-                        await send(PING)
+                if stream.timed_out:
+                    stream.timed_out = False
+                    if stream.visitor and not invalidations.subscribed.is_set():
+                        stream.stale = True  # no pushes: poll
+                    elif not stream.stale:
+                        stream.ping = True
         except OSError:
             return  # the client went away mid-send
         finally:
@@ -197,24 +253,37 @@ class Feeds:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _wait(self, stream: Stream, left: asyncio.Future[None]) -> bool | None:
-        """Until something is to be sent or read (True), the client has
-        gone (False), or a while has passed with nothing (None)."""
-        timeout = PING_SECONDS
+    async def _wait(self, stream: Stream) -> bool:
+        """Until something is to be sent or read, or the time is up (a
+        stream in a room's feed is woken for its pings; one that is not, or
+        polls, sets a timer); False when the client has gone."""
+        if stream.gone:
+            return False
+        loop = asyncio.get_running_loop()
+        timer = None
         if stream.stale:
-            timeout = UNAVAILABLE_SECONDS  # the last read failed
+            timer = loop.call_later(UNAVAILABLE_SECONDS, stream.time_out)  # the last read failed
         elif not self._invalidations.subscribed.is_set() and stream.shown is not None:
-            timeout = min(timeout, stream.shown[3] / 1000)  # no pushes: poll
-        wake = stream.wake = asyncio.get_running_loop().create_future()
+            timer = loop.call_later(stream.shown[3] / 1000, stream.time_out)  # no pushes: poll
+        wake = stream.wake = loop.create_future()
         try:
-            await asyncio.wait((wake, left), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            await wake
         finally:
             stream.wake = None
-            woken = wake.done() and not wake.cancelled()
-            wake.cancel()
-        if left.done():
-            return False
-        return True if woken else None
+            if timer is not None:
+                timer.cancel()
+        return not stream.gone
+
+    def _waiting(self, name: str, stream: Stream) -> Outcome:
+        """The stream's place as its feed last showed it."""
+        feed = self._feeds.get(name)
+        assert stream.shown is not None
+        rank, line, eta, poll = stream.shown
+        at_ms, method = (feed.at_ms, feed.method) if feed is not None else (0, "fifo")
+        return Outcome(
+            "waiting", at_ms, stream.visitor, rank=rank, line=line, eta_ms=eta, poll_ms=poll,
+            method=method, place=stream.place,
+        )  # fmt: skip
 
     async def _read(self, name: str, room: Any, stream: Stream, read: Read) -> None:
         """The stream's place from Redis, and its event."""
@@ -228,30 +297,37 @@ class Feeds:
             if outcome is None or invalidations.heard(name) == heard:
                 break
         if outcome is None:
-            stream.send("unavailable", stream.render(None))
+            stream.send(None)
             return  # still stale: read again later
         stream.stale = False
         if outcome.state != "waiting" and outcome.state != "prequeue":
-            stream.send("state", stream.render(outcome), final=True)
+            stream.send(outcome, final=True)
             return
         stream.epoch = invalidations.epoch
         if stream.visitor != outcome.visitor:
             self._remove(name, stream)
             stream.visitor = outcome.visitor
-        stream.place, stream.rank = outcome.place, outcome.rank
-        self._add(name, room, stream)
+        stream.place = outcome.place
+        feed = self._add(name, room, stream)
+        stream.rank = feed.since_flush(stream, outcome.rank)
         shown = (outcome.rank, outcome.line, outcome.eta_ms, outcome.poll_ms)
         if shown != stream.shown:
             stream.shown = shown
-            stream.send("waiting", stream.render(outcome))
-        stream.next_send = time.monotonic() + outcome.poll_ms / 4000
+            stream.send(outcome)
+        stream.next_send = time.monotonic() + max(FAR_EVERY, outcome.poll_ms / 2000)
 
-    def _add(self, name: str, room: Any, stream: Stream) -> None:
+    def _add(self, name: str, room: Any, stream: Stream) -> Feed:
         feed = self._feeds.get(name)
         if feed is None:
             feed = self._feeds[name] = Feed(room, abandon_ms=round(getattr(room, "abandon", 0) * 1000))
-            feed.checking = asyncio.ensure_future(self._check_ins(feed))
+            feed.checking = asyncio.ensure_future(self._keep(name, feed))
         feed.streams.setdefault(stream.visitor, set()).add(stream)
+        at = feed.at_place.get(stream.place)
+        if at is None:
+            at = feed.at_place[stream.place] = set()
+            bisect.insort(feed.places, stream.place)
+        at.add(stream)
+        return feed
 
     def _remove(self, name: str, stream: Stream) -> None:
         feed = self._feeds.get(name)
@@ -262,6 +338,15 @@ class Feeds:
             streams.discard(stream)
             if not streams:
                 del feed.streams[stream.visitor]
+        at = feed.at_place.get(stream.place)
+        feed.owed.discard(stream)
+        if at is not None:
+            at.discard(stream)
+            if not at:
+                del feed.at_place[stream.place]
+                i = bisect.bisect_left(feed.places, stream.place)
+                if i < len(feed.places) and feed.places[i] == stream.place:
+                    del feed.places[i]
         if not feed.streams:
             del self._feeds[name]
             if feed.checking is not None:
@@ -270,8 +355,7 @@ class Feeds:
     def _subscribed(self) -> None:
         """A new subscription: pushes before it went unheard."""
         for feed in self._feeds.values():
-            for stream in feed.all():
-                stream.read_again()
+            feed.resync_due.set()
 
     def _pushed(self, name: str, data: bytes) -> None:
         feed = self._feeds.get(name)
@@ -283,94 +367,171 @@ class Feeds:
         except ValueError:
             push = None
         if not isinstance(push, dict):
-            for stream in feed.all():
-                stream.read_again()  # an older process's message: ask
+            feed.resync_due.set()  # an older process's message: ask
             return
-        _apply(feed, push, time.monotonic(), self._invalidations.epoch)
+        if not _apply(feed, push, time.monotonic(), self._invalidations.epoch):
+            feed.resync_due.set()
 
-    async def _check_ins(self, feed: Feed) -> None:
-        """Record the liveness of the room's waiting visitors, together,
-        often enough that none counts as silent (a third of ``abandon``)."""
+    async def _keep(self, name: str, feed: Feed) -> None:
+        """The room's flushes, every ``FLUSH`` seconds; its resyncs when one
+        is due, and every sixth of ``abandon`` (a check-in: no visitor with
+        an open stream counts as silent, which takes a third)."""
+        checked = pinged = time.monotonic()
         while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(feed.resync_due.wait(), timeout=FLUSH)
+            if time.monotonic() - pinged >= PING_SECONDS:
+                pinged = time.monotonic()
+                for stream in feed.all():
+                    stream.ping = True
+                    stream.wake_up()
+            if not _flush(feed, time.monotonic(), self._invalidations.epoch):
+                feed.resync_due.set()
             every = feed.abandon_ms / 6000 if feed.abandon_ms > 0 else 60.0
-            await asyncio.sleep(max(1.0, every))
-            if feed.abandon_ms <= 0:
-                continue
-            visitors = [v for v, streams in feed.streams.items() if any(not s.final for s in streams)]
-            for first in range(0, len(visitors), MAX_CHECK_IN):
-                batch = visitors[first : first + MAX_CHECK_IN]
+            if feed.resync_due.is_set() or time.monotonic() - checked >= max(1.0, every):
+                feed.resync_due.clear()
+                checked = time.monotonic()
+                if not await self._resync(name, feed):
+                    await asyncio.sleep(RESYNC_RETRY)
+                    feed.resync_due.set()
+
+    async def _resync(self, name: str, feed: Feed) -> bool:
+        """Every waiting stream's rank from Redis, in batches; a batch
+        during which the room moved is read again. Whether all were set."""
+        invalidations = self._invalidations
+        streams = [s for s in feed.all() if not s.final and not s.stale]
+        done = True
+        for first in range(0, len(streams), MAX_BATCH):
+            batch = streams[first : first + MAX_BATCH]
+            visitors = list({stream.visitor: None for stream in batch})
+            for _ in range(READ_AGAIN):
+                heard, epoch = invalidations.heard(name), invalidations.epoch
                 try:
-                    _, gone = await self._check_in(feed.room, batch)
-                except Exception as exc:  # the streams ask for themselves meanwhile
-                    logger.debug("queuegate: streams' check-in failed (%s)", exc)
+                    at_ms, incarnation, places = await self._places(feed.room, visitors)
+                except Exception as exc:  # Redis away: the streams keep what they show
+                    logger.debug("queuegate: streams of room %r could not resync (%s)", name, exc)
+                    return False
+                self.resyncs += 1
+                if invalidations.heard(name) == heard:
                     break
-                for visitor in gone:  # a push about them went unheard: ask
-                    for stream in feed.streams.get(visitor, ()):
-                        stream.read_again()
+            else:
+                done = False
+                continue
+            feed.incarnation = incarnation or feed.incarnation
+            place_of = dict(zip(visitors, places, strict=True))
+            now = time.monotonic()
+            for stream in batch:
+                rank, until = place_of[stream.visitor]
+                if until > 0:  # admitted meanwhile: its turn
+                    stream.send(Outcome("active", at_ms, stream.visitor, expires_ms=until), final=True)
+                    continue
+                if rank < 0:
+                    stream.read_again()  # no place: its own answer says what became of it
+                    continue
+                stream.epoch = epoch
+                stream.rank = feed.since_flush(stream, rank)
+                _show(feed, stream, now)
+        return done
 
 
-def _apply(feed: Feed, push: dict[str, Any], now: float, epoch: int) -> None:
-    """A room's push, applied to its streams (see the module)."""
+def _event(outcome: Outcome | None, render: Render) -> dict[str, Any]:
+    if outcome is None:
+        name = "unavailable"
+    elif outcome.state == "waiting" or outcome.state == "prequeue":
+        name = "waiting"
+    else:
+        name = "state"
+    body = f"event: {name}\ndata: {render(outcome)}\n\n".encode()
+    return {"type": "http.response.body", "body": body, "more_body": True}
+
+
+def _show(feed: Feed, stream: Stream, now: float) -> None:
+    """Queue the stream's place, by the room's last push, for sending: at
+    once near the front, at most every FAR_EVERY (or half its poll
+    interval) further back."""
+    rank = feed.rank(stream)
+    shown = stream.shown
+    ranks = feed.samples[0]
+    if ranks:
+        found = estimate_at(*feed.samples, min(rank, ranks[-1]))
+        eta, poll = found if found is not None else (-1, 5000)
+    elif shown is not None:
+        eta, poll = shown[2], shown[3]
+    else:
+        return
+    new = (rank, max(feed.line, rank + 1), eta, poll)
+    if new == shown:
+        return
+    if rank >= FRONT_PLACES and now < stream.next_send:
+        feed.owed.add(stream)  # a later flush sends it
+        return
+    feed.owed.discard(stream)
+    stream.shown = new
+    stream.next_send = now + max(FAR_EVERY, poll / 2000)
+    stream.send(True)
+
+
+def _apply(feed: Feed, push: dict[str, Any], now: float, epoch: int) -> bool:
+    """A room's push, applied to its streams (see the module). False when
+    the streams must resync: the push cannot say where they stand."""
     incarnation = str(push.get("i", ""))
     lost = bool(feed.incarnation) and incarnation != feed.incarnation
     feed.incarnation = incarnation
     feed.abandon_ms = int(push.get("ab", feed.abandon_ms))
     status = push.get("st", "open")
-    everyone = feed.all()
-    if lost or push.get("r") or status == "prequeue":
-        for stream in everyone:
-            stream.read_again()
-        return
+    feed.moved = True
+    if status == "prequeue":
+        for stream in feed.all():
+            stream.read_again()  # the pre-queue's answer is not made from pushes
+        return True
+    if lost or push.get("r"):
+        return False
     at_ms = int(push.get("t", 0))
     if push.get("d") or status in ("closed", "passthrough"):
         state: State = "none" if push.get("d") else ("closed" if status == "closed" else "pass")
-        for stream in everyone:
-            stream.send("state", stream.render(Outcome(state, at_ms, stream.visitor)), final=True)
-        return
+        for stream in feed.all():
+            stream.send(Outcome(state, at_ms, stream.visitor), final=True)
+        return True
     session = int(push.get("se", 0))
     for visitor in push.get("a") or ():
         for stream in feed.streams.get(visitor, ()):
-            outcome = Outcome("active", at_ms, visitor, expires_ms=at_ms + session)
-            stream.send("state", stream.render(outcome), final=True)
+            stream.send(Outcome("active", at_ms, visitor, expires_ms=at_ms + session), final=True)
     for visitor in push.get("g") or ():
         for stream in feed.streams.get(visitor, ()):
-            stream.send("state", stream.render(Outcome("none", at_ms, visitor)), final=True)
-    taken = int(push.get("n", 0))
-    left = sorted(seq for seq in push.get("s") or () if seq > 0)
-    line = int(push.get("l", 0))
-    method = str(push.get("m", "fifo"))
-    samples = push.get("e") or ()
-    ranks, etas, polls = samples[0::3], samples[1::3], samples[2::3]
-    for stream in everyone:
+            stream.send(Outcome("none", at_ms, visitor), final=True)
+    feed.taken += int(push.get("n", 0))
+    for seq in push.get("s") or ():
+        if seq > 0:
+            bisect.insort(feed.left, seq)
+    feed.at_ms, feed.line, feed.method = at_ms, int(push.get("l", 0)), str(push.get("m", "fifo"))
+    e = push.get("e") or ()
+    feed.samples = (e[0::3], e[1::3], e[2::3])
+    # Those who may now be near the front; the rest at the next flush.
+    gone = len(push.get("a") or ()) + len(push.get("g") or ())
+    for stream in feed.front(FRONT_PLACES + gone):
+        if not (stream.final or stream.stale) and stream.epoch == epoch:
+            _show(feed, stream, now)
+    return True
+
+
+def _flush(feed: Feed, now: float, epoch: int) -> bool:
+    """Every stream brought up to date with the pushes since the last
+    flush, and sent what is due. False when some must resync (pushes since
+    their rank was read went unheard)."""
+    current = True
+    for stream in feed.all() if feed.moved else list(feed.owed):
         if stream.final or stream.stale:
+            feed.owed.discard(stream)
             continue
         if stream.epoch != epoch:
-            stream.read_again()  # pushes between its read and this one went unheard
+            current = False
             continue
-        stream.rank = max(0, stream.rank - taken - bisect.bisect_left(left, stream.place))
-        rank = stream.rank
-        found = estimate_at(ranks, etas, polls, min(rank, ranks[-1])) if ranks else None
-        eta, poll = found if found is not None else (-1, 5000)
-        shown = (rank, max(line, rank + 1), eta, poll)
-        if shown == stream.shown:
-            continue
-        front = rank < FRONT_PLACES or eta < FRONT_MS
-        if not front and now < stream.next_send:
-            continue
-        stream.shown = shown
-        stream.next_send = now + poll / 4000
-        outcome = Outcome(
-            "waiting",
-            at_ms,
-            stream.visitor,
-            rank=rank,
-            line=shown[1],
-            eta_ms=eta,
-            poll_ms=poll,
-            method=method,
-            place=stream.place,
-        )
-        stream.send("waiting", stream.render(outcome))
+        _show(feed, stream, now)
+        stream.rank = feed.rank(stream)
+    feed.taken = 0
+    feed.left.clear()
+    feed.moved = False
+    return current
 
 
 async def _until_disconnect(receive: Receive) -> None:

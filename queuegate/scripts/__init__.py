@@ -55,6 +55,7 @@ SCRIPTS = {
     "view": ("clock", "liveness", "estimate", "analytics", "advance", "view"),
     "tick": ("clock", "liveness", "estimate", "analytics", "advance", "tick"),
     "checkin": ("clock", "liveness", "checkin"),
+    "places": ("clock", "liveness", "places"),
 }
 
 # The scripts that run advance.lua, which stores a room's lottery seed when
