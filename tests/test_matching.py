@@ -11,6 +11,7 @@ import secrets
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.types import Message
 
 from queuegate import Room
 from queuegate.paths import forms, route_path
@@ -45,6 +46,48 @@ async def test_methods_compare_upper_cased_and_get_gates_head(make_gate: MakeGat
         assert gate.match("/checkout", method) is None, method
     post_only = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, methods=["POST"])])
     assert post_only.match("/checkout", "HEAD") is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["http://shop.test/checkout", "x:/checkout", "http:///checkout", "checkout", "", "*", "files/x"],
+)
+async def test_a_target_that_is_not_a_path_is_refused(make_gate: MakeGate, path: str) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, client_limit=0)])
+    status, headers, body = await call_asgi(gate, http_scope(path))
+    assert status == 400, body
+    assert headers["cache-control"] == "no-store"
+    # Not a path under a room either: some routers dispatch these (Quart
+    # routes "x:/files" to /files), so none reaches the app.
+    assert (await call_asgi(gate, http_scope(path, method="PUT")))[0] == 400
+
+
+async def test_options_asterisk_goes_on_to_the_app(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, client_limit=0)])
+    status, _, body = await call_asgi(gate, http_scope("*", method="OPTIONS"))
+    assert (status, body) == (200, b"app:*")
+    # A room over everything covers it too ("*" is matched as "/*").
+    everything = await make_gate(rooms=[Room("all", paths=["/*"], rate=1, client_limit=0)])
+    assert everything.match("*", "OPTIONS") is not None
+
+
+async def test_a_websocket_handshake_to_a_target_that_is_not_a_path_is_refused(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, client_limit=0)])
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {**http_scope("ws://shop.test/checkout/ws"), "type": "websocket", "scheme": "wss"}
+    await gate({**scope, "extensions": {"websocket.http.response": {}}}, receive, send)
+    assert [m["type"] for m in sent] == ["websocket.http.response.start", "websocket.http.response.body"]
+    assert sent[0]["status"] == 400
+    sent.clear()
+    await gate(scope, receive, send)
+    assert sent == [{"type": "websocket.close", "code": 1008}]
 
 
 async def test_a_gate_in_a_sub_app_matches_the_path_it_routes_on(make_gate: MakeGate) -> None:
