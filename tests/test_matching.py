@@ -38,13 +38,27 @@ def test_route_path_is_the_path_minus_root_path_as_starlette_routes() -> None:
     assert "/checkout" in forms("/shop/checkout", "/shop")
 
 
-async def test_methods_compare_upper_cased_and_get_gates_head(make_gate: MakeGate) -> None:
-    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, methods=["get", "Post"])])
+async def test_a_room_gates_every_method_but_those_it_names_open(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, open_methods=["options"])])
+    for method in ("GET", "get", "HEAD", "POST", "pOsT", "PUT", "DELETE", "PATCH", "PROPFIND", "BREW"):
+        assert gate.match("/checkout", method) is not None, method
+    for method in ("OPTIONS", "options", "Options"):
+        assert gate.match("/checkout", method) is None, method
+    everything = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1)])
+    assert everything.match("/checkout", "OPTIONS") is not None
+
+
+async def test_the_deprecated_methods_gate_only_what_they_list(make_gate: MakeGate) -> None:
+    with pytest.warns(DeprecationWarning, match=r"methods= is deprecated.*open_methods") as warned:
+        room = Room("sale", paths=["/checkout*"], rate=1, methods=["get", "Post"])
+    assert warned[0].filename == __file__  # it points at the Room(...) to change
+    gate = await make_gate(rooms=[room])
     for method in ("GET", "get", "HEAD", "head", "POST", "pOsT"):
         assert gate.match("/checkout", method) is not None, method
     for method in ("PUT", "DELETE", "OPTIONS"):
         assert gate.match("/checkout", method) is None, method
-    post_only = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, methods=["POST"])])
+    with pytest.warns(DeprecationWarning, match="open_methods"):
+        post_only = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, methods=["POST"])])
     assert post_only.match("/checkout", "HEAD") is None
 
 

@@ -16,7 +16,7 @@ from starlette.websockets import WebSocket
 
 from queuegate import QueueGate, Room, admission, gated
 
-GATED_METHODS = {"GET", "HEAD", "POST"}
+OPEN_METHODS = {"OPTIONS"}  # the room's open_methods: every other method is gated
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 SECRET = "test-secret-key-0123456789abcdef"
 
@@ -24,12 +24,14 @@ SECRET = "test-secret-key-0123456789abcdef"
 def oracle(scope: Any, method: str) -> str:
     if admission(scope) is not None:
         return "PROTECTED"
-    return "LEAK" if method.upper() in GATED_METHODS else "UNGATED-METHOD"
+    return "UNGATED-METHOD" if method.upper() in OPEN_METHODS else "LEAK"
 
 
 def room(mode: str) -> Room:
     paths = ["/checkout*"] if mode == "paths" else []
-    return Room("sale", paths=paths, rate=1, per=3600, session=3600, client_limit=0, methods=["GET", "POST"])
+    return Room(
+        "sale", paths=paths, rate=1, per=3600, session=3600, client_limit=0, open_methods=sorted(OPEN_METHODS)
+    )
 
 
 def gate(app: ASGIApp, mode: str, redis_url: str, prefix: str) -> QueueGate:
