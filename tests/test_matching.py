@@ -36,6 +36,9 @@ def test_route_path_is_the_path_minus_root_path_as_starlette_routes() -> None:
     assert route_path("/checkout", "/shop") == "/checkout"  # hypercorn leaves the prefix out
     assert "/shop/checkout" in forms("/checkout", "/shop")
     assert "/checkout" in forms("/shop/checkout", "/shop")
+    # Litestar routes on what follows the first root_path anywhere in the path.
+    assert "/checkout" in forms("/x/shop/checkout", "/shop")
+    assert "/checkout/x" in forms("/shopcheckout/x", "/shop")
 
 
 async def test_a_room_gates_every_method_but_those_it_names_open(make_gate: MakeGate) -> None:

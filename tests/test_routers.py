@@ -60,6 +60,7 @@ COMBOS = (
         for server in ("uvicorn-h11", "uvicorn-httptools", "hypercorn")
         for router in ("quart", "litestar", "falcon", "sanic")
     ]
+    + [("hypercorn", "litestar", "paths", "/shop", "/shop")]
 )
 WEBSOCKET_ROUTERS = ("starlette", "fastapi", "mounted", "quart", "litestar", "falcon", "sanic")
 
@@ -361,6 +362,12 @@ def odd_target_examples(test: Any) -> Any:
     for method, path, form in examples:
         test = example(
             method=method, path=path, form=form, scheme="http", authority="shop.test", prefixed=True
+        )(test)
+    # Litestar takes what follows the first "/shop" anywhere in the path as
+    # the route path (under root_path "/shop").
+    for path in ("/x/shop/checkout", "/shopcheckout/x", "/a/shop/checkout/x/pay"):
+        test = example(
+            method="GET", path=path, form="{path}", scheme="http", authority="shop.test", prefixed=False
         )(test)
     return test
 
