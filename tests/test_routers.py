@@ -24,6 +24,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -93,19 +94,33 @@ def oracle(response: bytes) -> list[str]:
     return [value.decode() for value in re.findall(rb"(?im)^x-oracle:\s*(\S+)", head)]
 
 
+TAKEN: set[int] = set()
+
+
 class Served:
     def __init__(self, combo: tuple[str, str, str, str, str], redis_url: str) -> None:
-        self.server, self.router, self.mode, root, self.prefix = combo
+        self.server, self.router, self.mode, self.root, self.prefix = combo
+        self.redis_url = redis_url
+        self.starts = 0
+        self.start()
+        self.cookie = ""
+
+    def start(self) -> None:
+        self.starts += 1
         self.port = free_port()
-        args = [self.server, self.router, self.mode, str(self.port), redis_url, f"qgr{self.port}"]
+        while self.port in TAKEN:  # never two of these servers on one port
+            self.port = free_port()
+        TAKEN.add(self.port)
+        # The server's stderr, shown if it exits; open as long as the server runs.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115
+        args = [self.server, self.router, self.mode, str(self.port), self.redis_url, f"qgr{self.port}"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.servers.serve", *args, *([root] if root else [])],
+            [sys.executable, "-m", "tests.servers.serve", *args, *([self.root] if self.root else [])],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.log,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        self.cookie = ""
 
     def ready(self, seconds: float = 90.0) -> None:
         deadline = time.monotonic() + seconds
@@ -116,9 +131,18 @@ class Served:
                 first = b""
             # Not up yet, or Redis not answering in time while everything
             # starts: the gate's fail-closed answer, which takes no place.
-            if first and b"Temporarily unavailable" not in first:
+            if first and b"Temporarily unavailable" not in first and self.process.poll() is None:
                 break
-            assert self.process.poll() is None, "the server exited"
+            if self.process.poll() == 3 and self.starts < 3:
+                self.log.close()
+                # uvicorn's "could not bind": between free_port() and the
+                # bind, a client's connection (three dozen servers connect
+                # to Redis as they start) may take the port. Another port.
+                self.start()
+                continue
+            if self.process.poll() is not None:
+                self.log.seek(0)
+                raise AssertionError(f"the server exited: {self.log.read()[-2000:].decode(errors='replace')}")
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.1)
         # The room lets one visitor in per hour: this one, whose cookie every
@@ -131,6 +155,7 @@ class Served:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(10)
+        self.log.close()
 
 
 @pytest.fixture(scope="module")
