@@ -36,6 +36,15 @@ __all__ = ["Admission", "Identify", "QueueGate", "admission"]
 
 BYPASS_HEADER = b"x-queuegate-bypass"
 POLICY_VIOLATION = 1008  # websocket close code for a handshake refused before accept
+# A target that is not a path (absolute form, a scheme before the path, no
+# leading slash): some routers route the URL path they make of it (Quart
+# dispatches "http://host/checkout" and "x:/checkout" to /checkout), others
+# answer 404. No browser sends one to an origin server, so it is refused.
+BAD_TARGET = Page(
+    400,
+    [(b"content-type", b"text/plain; charset=utf-8"), (b"cache-control", b"no-store")],
+    b"Bad Request: the request target must be a path starting with '/'.\n",
+)
 # Headers (a new cookie) route-bound gating asks the gate to add to the app's
 # response, and an answer that replaces it (FastAPI's dependency raises).
 HEADERS_KEY = "queuegate.headers"
@@ -54,7 +63,7 @@ def gate_of(scope: Scope) -> tuple[QueueGate, str]:
     return found  # type: ignore[no-any-return]
 
 
-async def _deny_websocket(scope: Scope, receive: Receive, send: Send, page: Page) -> None:
+async def _deny_websocket(scope: Scope, receive: Receive, send: Send, page: Page, status: int = 403) -> None:
     """Refuse a websocket handshake: with the gate's answer as an HTTP
     response where the server supports it, else a close before accept
     (which servers turn into a 403)."""
@@ -63,7 +72,7 @@ async def _deny_websocket(scope: Scope, receive: Receive, send: Send, page: Page
         return
     if "websocket.http.response" in scope.get("extensions", {}):
         headers = [*page.headers, (b"content-length", str(len(page.body)).encode())]
-        await send({"type": "websocket.http.response.start", "status": 403, "headers": headers})
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
         await send({"type": "websocket.http.response.body", "body": page.body})
     else:
         await send({"type": "websocket.close", "code": POLICY_VIOLATION})
@@ -192,6 +201,9 @@ class QueueGate:
         kind = scope["type"]
         if kind == "http" or kind == "websocket":
             path = scope["path"]
+            if path[:1] != "/" and not (path == "*" and scope.get("method") == "OPTIONS"):
+                await self._refuse_target(scope, receive, send)
+                return
             root = scope.get("root_path", "")
             scope[GATE_KEY] = (self, root)
             if kind == "http":
@@ -213,6 +225,16 @@ class QueueGate:
             await self.app(scope, receive, self._closing_send(send))
             return
         await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _refuse_target(scope: Scope, receive: Receive, send: Send) -> None:
+        """A 400 for a target that is not a path; ``OPTIONS *`` (the asterisk
+        form, which names the server, not a resource) is matched as "/*"
+        like any path and goes on to the app unless a room covers "/*"."""
+        if scope["type"] == "websocket":
+            await _deny_websocket(scope, receive, send, BAD_TARGET, 400)
+        else:
+            await send_page(BAD_TARGET, send)
 
     def match(self, path: str, method: str = "GET", root_path: str = "") -> Room | None:
         """The room that gates a request for ``path``, if any."""

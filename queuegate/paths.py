@@ -8,7 +8,8 @@ decode twice, read ``\\`` as ``/`` or resolve ``..``. So a path is matched in
 several forms, and a room gates the request when **any** form matches:
 
 1. the route path and the full path as the server gave them (case-folded and
-   NFKC-folded only): exactly what a router compares;
+   NFKC-folded only): exactly what a router compares; and what follows the
+   ``root_path`` found anywhere in the path, as Litestar routes;
 2. each of those folded further: percent-decoding repeated, ``\\`` as ``/``,
    ``;params`` and control characters dropped, duplicate and trailing slashes
    dropped, dot segments **kept** (``/checkout/..`` still starts with
@@ -92,6 +93,10 @@ def _forms(path: str, root_path: str) -> tuple[str, ...]:
         # Servers that leave the prefix out of `path` (hypercorn): the path
         # as the client sent it through the proxy.
         bases.append(root_path + path)
+    if root_path and root_path in path:
+        # Litestar routes on what follows the first `root_path` anywhere in
+        # the path, even inside a segment ("/x/shopcheckout").
+        bases.append(path.split(root_path, 1)[1])
     found: dict[str, None] = {}
     for base in bases:
         found[fold(base) or "/"] = None

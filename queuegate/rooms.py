@@ -6,8 +6,9 @@ placeholders on first visit; its name is derived from the path, so nothing
 has to be declared per event.
 
 A request matches a room when any form of its path does (``paths.forms``)
-and its method, upper-cased as routers compare it, is one of the room's; a
-room that gates GET gates HEAD, which routers send to GET handlers.
+and its method, upper-cased as routers compare it, is not one of the room's
+``open_methods`` (with the deprecated ``methods``: is one of those; a room
+that gates GET that way gates HEAD, which routers send to GET handlers).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class Rooms(Mapping[str, RoomControl]):
         self._plain = {room.name: room for room in rooms if not room.placeholders}
         self._templates = [room for room in rooms if room.placeholders]
         self._matchers = [
-            (pattern, _methods(room.methods), room)
+            (pattern, frozenset(room.open_methods), _methods(room.methods), room)
             for room in rooms
             for pattern in compile_patterns(room.paths)
         ]
@@ -105,8 +106,8 @@ class Rooms(Mapping[str, RoomControl]):
     def _find(self, path: str, root_path: str, method: str) -> tuple[Room, dict[str, str]] | None:
         method = method.upper()
         for form in forms(path, root_path):
-            for pattern, methods, room in self._matchers:
-                if methods is not None and method not in methods:
+            for pattern, open_methods, only, room in self._matchers:
+                if method in open_methods or (only is not None and method not in only):
                     continue
                 found = pattern.fullmatch(form)
                 if found is not None:
@@ -160,6 +161,7 @@ class Rooms(Mapping[str, RoomControl]):
 
 
 def _methods(methods: Sequence[str] | None) -> frozenset[str] | None:
+    """The only methods a room gates, by the deprecated ``methods``."""
     if methods is None:
         return None
     upper = {method.upper() for method in methods}

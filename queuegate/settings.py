@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -45,6 +46,7 @@ BINDINGS = ("network", "user_agent")  # what a cookie may be bound to
 WAITING_STATUS_CODES = (200, 429, 503)
 ROOM_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+METHOD = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP method is a token (RFC 9110)
 MIN_SECRET_LENGTH = 16
 
 FailMode = Literal["closed", "open"]
@@ -88,6 +90,12 @@ class Room:
     arrival. With ``opens_at`` (a time), visitors who come before it wait in a
     pre-queue and get a random order, once, at the opening.
 
+    A room gates every method. ``open_methods`` names those that pass
+    ungated (``["OPTIONS"]`` for CORS preflights), compared upper-cased as
+    routers compare them; a method left out is gated, so forgetting one
+    errs on the safe side. (``methods``, the list of the only methods gated,
+    is deprecated: a method it forgot walked past the room.)
+
     ``paths`` may be empty for a room used only on routes (``queuegate.gated``,
     the FastAPI dependency, the Django decorator): the route says where it is.
 
@@ -110,7 +118,8 @@ class Room:
     session: float = 600.0
     sliding: bool = False
     abandon: float = 300.0
-    methods: Sequence[str] | None = None
+    open_methods: Sequence[str] = ()
+    methods: Sequence[str] | None = None  # deprecated: see open_methods
     fail: FailMode = "closed"
     title: str | Mapping[str, str] | None = None
     language: str | None = None
@@ -148,14 +157,28 @@ class Room:
             if missing:
                 names = ", ".join("{" + m + "}" for m in missing)
                 raise ConfigError(f"{where}: path {pattern!r} must contain {names}")
-        if self.methods is not None and (
-            isinstance(self.methods, str) or not all(isinstance(m, str) for m in self.methods)
+        if isinstance(self.open_methods, str) or not all(
+            isinstance(m, str) and METHOD.fullmatch(m) for m in self.open_methods
         ):
-            raise ConfigError(f"{where}: methods must be a list such as ['GET', 'POST'] or None")
+            raise ConfigError(f"{where}: open_methods must be a list of methods such as ['OPTIONS']")
+        if self.methods is not None:
+            if isinstance(self.methods, str) or not all(
+                isinstance(m, str) and METHOD.fullmatch(m) for m in self.methods
+            ):
+                raise ConfigError(f"{where}: methods must be a list such as ['GET', 'POST'] or None")
+            if self.open_methods:
+                raise ConfigError(f"{where}: give open_methods or the deprecated methods, not both")
+            warnings.warn(
+                f"{where}: methods= is deprecated and will be removed in the next release: a room "
+                "gates every method, and open_methods=[...] names those that pass ungated "
+                "(e.g. ['OPTIONS']). methods= still gates only the methods it lists.",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            object.__setattr__(self, "methods", tuple(m.upper() for m in self.methods))
         # Tuples keep a Room hashable (derived rooms are cached by it).
         object.__setattr__(self, "paths", tuple(self.paths))
-        if self.methods is not None:
-            object.__setattr__(self, "methods", tuple(self.methods))
+        object.__setattr__(self, "open_methods", tuple(m.upper() for m in self.open_methods))
         if isinstance(self.title, Mapping):
             titles = dict(self.title)
             for code, text in titles.items():
@@ -206,7 +229,17 @@ class Room:
         """Build a room from plain data (the QUEUEGATE_ROOMS JSON)."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"each room must be a JSON object, got {data!r}")
-        known = {"name", "paths", "methods", "fail", "title", "language", "target", *ROOM_SETTINGS}
+        known = {
+            "name",
+            "paths",
+            "open_methods",
+            "methods",
+            "fail",
+            "title",
+            "language",
+            "target",
+            *ROOM_SETTINGS,
+        }
         unknown = sorted((set(data) - known) | (set(data) & set(CONTROLLER_SETTINGS)))
         if unknown:
             raise ConfigError(f"unknown room setting(s) {', '.join(unknown)} in {data!r}")

@@ -64,7 +64,21 @@ async def test_without_auth_or_secret_everything_is_refused(store: Store) -> Non
         refused = await client.post("/ops/api/rooms/sale", json={"rate": 50})
         assert refused.status_code == 403
         assert "auth= or secret=" in refused.json()["error"]
-        assert (await client.post("/ops/login", data={"secret": SECRET})).status_code == 404
+        assert (await client.post("/ops/login", data={"secret": SECRET})).status_code == 403
+        # Its static files too (the README says every request), and any
+        # other path or method.
+        for method, path in [
+            ("GET", "/ops/static/admin.js"),
+            ("GET", "/ops/static/uPlot.iife.min.js"),
+            ("HEAD", "/ops/static/admin.css"),
+            ("GET", "/ops/login"),
+            ("GET", "/ops/anything/else"),
+            ("DELETE", "/ops/api/rooms/sale"),
+        ]:
+            answer = await client.request(method, path)
+            assert answer.status_code == 403, (method, path)
+            if method != "HEAD":
+                assert "auth= or secret=" in answer.json()["error"], (method, path)
     assert (await store.stats("sale"))["rate"] == 1
     with pytest.raises(ValueError, match="at least 12"):
         admin.app(store, secret="short")

@@ -375,12 +375,15 @@ async def asgi_status(app: QueueGate, path: str) -> int:
     return status
 
 
-async def test_methods_limit_a_room(make_gate: MakeGate) -> None:
-    gate = await make_gate(rooms=[sale(rate=1, methods=["POST"])])
+async def test_open_methods_pass_a_room_and_every_other_method_waits(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[sale(rate=1, open_methods=["GET", "OPTIONS"])])
     async with client_for(gate) as a, client_for(gate) as b:
         assert (await a.post("/checkout")).status_code == 200
         assert (await b.post("/checkout")).status_code == 503
         assert (await b.get("/checkout")).status_code == 200
+        assert (await b.options("/checkout")).status_code == 200
+        for method in ("PUT", "DELETE", "PATCH", "HEAD", "PROPFIND"):
+            assert (await b.request(method, "/checkout")).status_code == 503, method
 
 
 async def test_works_as_starlette_middleware_and_release_from_the_app(redis_url: str) -> None:

@@ -11,6 +11,7 @@ import secrets
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.types import Message
 
 from queuegate import Room
 from queuegate.paths import forms, route_path
@@ -35,16 +36,75 @@ def test_route_path_is_the_path_minus_root_path_as_starlette_routes() -> None:
     assert route_path("/checkout", "/shop") == "/checkout"  # hypercorn leaves the prefix out
     assert "/shop/checkout" in forms("/checkout", "/shop")
     assert "/checkout" in forms("/shop/checkout", "/shop")
+    # Litestar routes on what follows the first root_path anywhere in the path.
+    assert "/checkout" in forms("/x/shop/checkout", "/shop")
+    assert "/checkout/x" in forms("/shopcheckout/x", "/shop")
 
 
-async def test_methods_compare_upper_cased_and_get_gates_head(make_gate: MakeGate) -> None:
-    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, methods=["get", "Post"])])
+async def test_a_room_gates_every_method_but_those_it_names_open(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, open_methods=["options"])])
+    for method in ("GET", "get", "HEAD", "POST", "pOsT", "PUT", "DELETE", "PATCH", "PROPFIND", "BREW"):
+        assert gate.match("/checkout", method) is not None, method
+    for method in ("OPTIONS", "options", "Options"):
+        assert gate.match("/checkout", method) is None, method
+    everything = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1)])
+    assert everything.match("/checkout", "OPTIONS") is not None
+
+
+async def test_the_deprecated_methods_gate_only_what_they_list(make_gate: MakeGate) -> None:
+    with pytest.warns(DeprecationWarning, match=r"methods= is deprecated.*open_methods") as warned:
+        room = Room("sale", paths=["/checkout*"], rate=1, methods=["get", "Post"])
+    assert warned[0].filename == __file__  # it points at the Room(...) to change
+    gate = await make_gate(rooms=[room])
     for method in ("GET", "get", "HEAD", "head", "POST", "pOsT"):
         assert gate.match("/checkout", method) is not None, method
     for method in ("PUT", "DELETE", "OPTIONS"):
         assert gate.match("/checkout", method) is None, method
-    post_only = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, methods=["POST"])])
+    with pytest.warns(DeprecationWarning, match="open_methods"):
+        post_only = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, methods=["POST"])])
     assert post_only.match("/checkout", "HEAD") is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["http://shop.test/checkout", "x:/checkout", "http:///checkout", "checkout", "", "*", "files/x"],
+)
+async def test_a_target_that_is_not_a_path_is_refused(make_gate: MakeGate, path: str) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, client_limit=0)])
+    status, headers, body = await call_asgi(gate, http_scope(path))
+    assert status == 400, body
+    assert headers["cache-control"] == "no-store"
+    # Not a path under a room either: some routers dispatch these (Quart
+    # routes "x:/files" to /files), so none reaches the app.
+    assert (await call_asgi(gate, http_scope(path, method="PUT")))[0] == 400
+
+
+async def test_options_asterisk_goes_on_to_the_app(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, client_limit=0)])
+    status, _, body = await call_asgi(gate, http_scope("*", method="OPTIONS"))
+    assert (status, body) == (200, b"app:*")
+    # A room over everything covers it too ("*" is matched as "/*").
+    everything = await make_gate(rooms=[Room("all", paths=["/*"], rate=1, client_limit=0)])
+    assert everything.match("*", "OPTIONS") is not None
+
+
+async def test_a_websocket_handshake_to_a_target_that_is_not_a_path_is_refused(make_gate: MakeGate) -> None:
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, client_limit=0)])
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {**http_scope("ws://shop.test/checkout/ws"), "type": "websocket", "scheme": "wss"}
+    await gate({**scope, "extensions": {"websocket.http.response": {}}}, receive, send)
+    assert [m["type"] for m in sent] == ["websocket.http.response.start", "websocket.http.response.body"]
+    assert sent[0]["status"] == 400
+    sent.clear()
+    await gate(scope, receive, send)
+    assert sent == [{"type": "websocket.close", "code": 1008}]
 
 
 async def test_a_gate_in_a_sub_app_matches_the_path_it_routes_on(make_gate: MakeGate) -> None:

@@ -29,6 +29,13 @@ ROOM = Room("sale", paths=["/checkout*"], rate=2, per=10)
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "fail": "maybe"}, "fail"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "status": "ajar"}, "status"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "methods": "GET"}, "methods"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "open_methods": "OPTIONS"}, "open_methods"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "open_methods": ["GET POST"]}, "open_methods"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "open_methods": [None]}, "open_methods"),
+        (
+            {"name": "sale", "paths": ["/x"], "capacity": 1, "open_methods": ["GET"], "methods": ["POST"]},
+            "not both",
+        ),
     ],
 )
 def test_bad_room_settings(kwargs: dict[str, object], named: str) -> None:
@@ -89,6 +96,20 @@ def test_everything_from_the_environment() -> None:
         0.5,
         429,
     )
+
+
+def test_open_methods_from_the_environment_and_the_deprecated_methods_warn() -> None:
+    def gate_for(room: dict[str, object]) -> QueueGate:
+        environ = {"QUEUEGATE_SECRET_KEY": SECRET, "QUEUEGATE_ROOMS": json.dumps([room])}
+        return QueueGate(ok_app, redis="redis://x", environ=environ)
+
+    gate = gate_for({"name": "sale", "paths": ["/checkout*"], "rate": 1, "open_methods": ["options"]})
+    assert gate.rooms["sale"].room.open_methods == ("OPTIONS",)
+    assert gate.match("/checkout", "PUT") is not None
+    assert gate.match("/checkout", "OPTIONS") is None
+    with pytest.warns(DeprecationWarning, match="open_methods"):
+        old = gate_for({"name": "sale", "paths": ["/checkout*"], "rate": 1, "methods": ["POST"]})
+    assert old.match("/checkout", "PUT") is None
 
 
 def test_code_wins_over_the_environment() -> None:

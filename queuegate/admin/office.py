@@ -19,6 +19,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from ..checks import ROOM_SETTINGS, ConfigError
 from ..simulate import Progress, simulate
@@ -72,9 +74,7 @@ class BackOffice:
     def api(self, handler: Handler, *, change: bool = False) -> Callable[[Request], Awaitable[Response]]:
         async def guarded(request: Request) -> Response:
             if not self.guard.configured:
-                return _error(
-                    "the back office has no auth: pass auth= or secret= to queuegate.admin.app", 403
-                )
+                return _error(NOT_CONFIGURED, 403)
             who = await self.guard.operator(request)
             if who is None:
                 return _error("not signed in to the back office", 401)
@@ -288,6 +288,10 @@ class BackOffice:
         def change(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return self.api(handler, change=True)
 
+        if not self.guard.configured:
+            # Every request is refused, the static files included: the page
+            # says why, anything else gets the API's error (or a close).
+            return [Route("/", self.page), Mount("", app=_not_configured)]
         return [
             Route("/", self.page),
             Route("/login", self.login, methods=["GET", "POST"]),
@@ -357,6 +361,16 @@ def _page_headers() -> dict[str, str]:
 
 def _error(message: str, status: int) -> JSONResponse:
     return JSONResponse({"error": message}, status, headers={"cache-control": "no-store"})
+
+
+NOT_CONFIGURED = "the back office has no auth: pass auth= or secret= to queuegate.admin.app"
+
+
+async def _not_configured(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] == "websocket":
+        await WebSocketClose(1008)(scope, receive, send)  # policy violation
+    elif scope["type"] == "http":
+        await _error(NOT_CONFIGURED, 403)(scope, receive, send)
 
 
 def _bounded_int(text: str, name: str, low: int, high: int) -> int:

@@ -11,12 +11,12 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from queuegate import QueueGate, Room, admission, gated
 
-GATED_METHODS = {"GET", "HEAD", "POST"}
+OPEN_METHODS = {"OPTIONS"}  # the room's open_methods: every other method is gated
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 SECRET = "test-secret-key-0123456789abcdef"
 
@@ -24,12 +24,14 @@ SECRET = "test-secret-key-0123456789abcdef"
 def oracle(scope: Any, method: str) -> str:
     if admission(scope) is not None:
         return "PROTECTED"
-    return "LEAK" if method.upper() in GATED_METHODS else "UNGATED-METHOD"
+    return "UNGATED-METHOD" if method.upper() in OPEN_METHODS else "LEAK"
 
 
 def room(mode: str) -> Room:
     paths = ["/checkout*"] if mode == "paths" else []
-    return Room("sale", paths=paths, rate=1, per=3600, session=3600, client_limit=0, methods=["GET", "POST"])
+    return Room(
+        "sale", paths=paths, rate=1, per=3600, session=3600, client_limit=0, open_methods=sorted(OPEN_METHODS)
+    )
 
 
 def gate(app: ASGIApp, mode: str, redis_url: str, prefix: str) -> QueueGate:
@@ -154,7 +156,35 @@ ROUTERS: dict[str, Callable[[str], ASGIApp]] = {
 }
 
 
+def more_routers() -> dict[str, Callable[[], ASGIApp]]:
+    from . import frameworks
+
+    return {
+        "quart": frameworks.quart_app,
+        "litestar": frameworks.litestar_app,
+        "falcon": frameworks.falcon_app,
+        "sanic": frameworks.sanic_app,
+    }
+
+
+def with_bare_twin(gated: ASGIApp, bare: ASGIApp) -> ASGIApp:
+    """The gated app, and the same router without the gate for a request
+    with ``x-bare: 1``: what the router alone dispatches a target to, where
+    the gate refused it."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan" and (b"x-bare", b"1") in scope["headers"]:
+            await bare(scope, receive, send)
+        else:
+            await gated(scope, receive, send)
+
+    return app
+
+
 def build(router: str, mode: str, redis_url: str, prefix: str) -> ASGIApp:
     if router == "mounted":
         return mounted_app(mode, redis_url, prefix)
-    return gate(ROUTERS[router](mode), mode, redis_url, prefix)
+    routed = ROUTERS[router](mode) if router in ROUTERS else more_routers()[router]()
+    gated_app = gate(routed, mode, redis_url, prefix)
+    # On routes the gate is in the router: there is no bare router to ask.
+    return with_bare_twin(gated_app, routed) if mode == "paths" else gated_app

@@ -1,0 +1,143 @@
+"""The shop on more routers users run in production: Quart, Litestar,
+Falcon (ASGI) and Sanic (ASGI mode), gated by path patterns only (none of
+them has a route-level integration). Each reads the request target its own
+way: Quart builds a URL of any path and routes its URL path, Sanic parses
+``raw_path`` as a URL, Litestar and Falcon strip leading slashes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.types import ASGIApp
+
+from .apps import ALL_METHODS, oracle
+
+PROTECTED_GET_POST = ("/checkout", "/checkout/{item}", "/checkout/{item}/pay")
+
+
+def quart_app() -> ASGIApp:
+    from quart import Quart, Response, request, websocket
+
+    app = Quart("shop")
+
+    async def protected(**_: str) -> Response:
+        return Response("checkout", headers={"x-oracle": oracle(request.scope, request.method)})
+
+    async def open_page(**_: str) -> Response:
+        return Response("open", headers={"x-oracle": "OPEN"})
+
+    for i, path in enumerate(PROTECTED_GET_POST):
+        rule = path.replace("{item}", "<item>")
+        app.add_url_rule(rule, f"protected{i}", protected, methods=["GET", "POST"])
+    app.add_url_rule("/checkout-any/<path:rest>", "any", protected, methods=ALL_METHODS)
+    app.add_url_rule("/", "home", open_page)
+    app.add_url_rule("/<page>", "page", open_page, methods=ALL_METHODS)
+    app.add_url_rule("/files/<path:rest>", "files", open_page, methods=ALL_METHODS)
+
+    @app.websocket("/checkout/ws")
+    async def feed() -> None:
+        await websocket.accept()
+        await websocket.send(oracle(websocket.scope, "GET"))
+
+    return app  # type: ignore[return-value]
+
+
+def litestar_app() -> ASGIApp:
+    from litestar import Litestar, Request, Response, WebSocket, route, websocket
+
+    def protected(request: Request[Any, Any, Any]) -> Response[str]:
+        return Response("checkout", headers={"x-oracle": oracle(request.scope, request.method)})
+
+    def open_page() -> Response[str]:
+        return Response("open", headers={"x-oracle": "OPEN"})
+
+    every: Any = ALL_METHODS  # Litestar types its methods as literals
+
+    handlers: list[Any] = [
+        route(path, http_method=["GET", "POST"], sync_to_thread=False, name=f"p{i}")(protected)
+        for i, path in enumerate(("/checkout", "/checkout/{item:str}", "/checkout/{item:str}/pay"))
+    ]
+    handlers += [
+        route("/checkout-any/{rest:path}", http_method=every, sync_to_thread=False, name="any")(protected),
+        route("/", http_method=["GET"], sync_to_thread=False, name="home")(open_page),
+        route("/{page:str}", http_method=every, sync_to_thread=False, name="page")(open_page),
+        route("/files/{rest:path}", http_method=every, sync_to_thread=False, name="files")(open_page),
+    ]
+
+    @websocket("/checkout/ws")
+    async def feed(socket: WebSocket[Any, Any, Any]) -> None:
+        await socket.accept()
+        await socket.send_text(oracle(socket.scope, "GET"))
+        await socket.close()
+
+    # The annotations are strings (``from __future__``) naming local imports.
+    names = {"Request": Request, "Response": Response, "WebSocket": WebSocket, "Any": Any}
+    return Litestar([*handlers, feed], openapi_config=None, signature_namespace=names)  # type: ignore[return-value]
+
+
+def falcon_app() -> ASGIApp:
+    import falcon.asgi
+
+    class Protected:
+        async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response, **_: str) -> None:
+            resp.text = "checkout"
+            resp.set_header("x-oracle", oracle(req.scope, req.method))
+
+        on_post = on_get
+
+    class Any_(Protected):
+        on_put = on_delete = on_patch = on_options = on_head = Protected.on_get
+
+    class Open:
+        async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response, **_: str) -> None:
+            resp.text = "open"
+            resp.set_header("x-oracle", "OPEN")
+
+        on_post = on_put = on_delete = on_patch = on_options = on_head = on_get
+
+        async def on_websocket(self, req: falcon.asgi.Request, ws: falcon.asgi.WebSocket, **_: str) -> None:
+            await ws.close()
+
+    class Feed:
+        async def on_websocket(self, req: falcon.asgi.Request, ws: falcon.asgi.WebSocket) -> None:
+            await ws.accept()
+            await ws.send_text(oracle(req.scope, "GET"))
+            await ws.close()
+
+    app = falcon.asgi.App()
+    for path in PROTECTED_GET_POST:
+        app.add_route(path, Protected())
+    app.add_route("/checkout-any/{rest:path}", Any_())
+    app.add_route("/checkout/ws", Feed())
+    app.add_route("/", Open())
+    app.add_route("/{page}", Open())
+    app.add_route("/files/{rest:path}", Open())
+    return app  # type: ignore[return-value]
+
+
+def sanic_app() -> ASGIApp:
+    from sanic import Request, Sanic, Websocket, text
+    from sanic.response import HTTPResponse
+
+    app = Sanic("shop", configure_logging=False)
+
+    async def protected(request: Request, **_: str) -> HTTPResponse:
+        return text("checkout", headers={"x-oracle": oracle(request.scope, request.method)})
+
+    async def open_page(request: Request, **_: str) -> HTTPResponse:
+        return text("open", headers={"x-oracle": "OPEN"})
+
+    for i, path in enumerate(PROTECTED_GET_POST):
+        rule = path.replace("{item}", "<item>")
+        app.add_route(protected, rule, methods=["GET", "POST"], name=f"p{i}")
+    app.add_route(protected, "/checkout-any/<rest:path>", methods=ALL_METHODS, name="any")
+    app.add_route(open_page, "/", name="home")
+    app.add_route(open_page, "/<page>", methods=ALL_METHODS, name="page")
+    app.add_route(open_page, "/files/<rest:path>", methods=ALL_METHODS, name="files")
+
+    async def feed(request: Request, ws: Websocket) -> None:
+        await ws.send(oracle(request.scope, "GET"))
+
+    app.add_websocket_route(feed, "/checkout/ws", name="feed")
+    return app
