@@ -233,7 +233,10 @@ class Invalidations:
             room = name[self._prefix_length : -len("}:moved")]
             self.moved(room)  # before the wake-ups: their checks see the new version
             for listener in self.on_moved:
-                listener(room, data)
+                try:
+                    listener(room, data)
+                except Exception:  # one listener's bug must not end the subscription
+                    logger.exception("queuegate: a listener failed on room %r's move", room)
             return
         room = name[self._prefix_length : -len("}:revoked")]
         visitor, _, at = data.decode().rpartition(":")

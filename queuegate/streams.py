@@ -412,25 +412,28 @@ class Feeds:
                     logger.debug("queuegate: streams of room %r could not resync (%s)", name, exc)
                     return False
                 self.resyncs += 1
-                if invalidations.heard(name) == heard:
+                feed.incarnation = incarnation or feed.incarnation
+                # Turns and lost places are facts whenever they were read;
+                # ranks only hold if no push came during the call.
+                consistent = invalidations.heard(name) == heard
+                place_of = dict(zip(visitors, places, strict=True))
+                now = time.monotonic()
+                for stream in batch:
+                    if stream.final or stream.stale:
+                        continue
+                    rank, until = place_of[stream.visitor]
+                    if until > 0:  # admitted meanwhile: its turn
+                        stream.send(Outcome("active", at_ms, stream.visitor, expires_ms=until), final=True)
+                    elif rank < 0:
+                        stream.read_again()  # no place: its own answer says what became of it
+                    elif consistent:
+                        stream.epoch = epoch
+                        stream.rank = feed.since_flush(stream, rank)
+                        _show(feed, stream, now)
+                if consistent:
                     break
             else:
                 done = False
-                continue
-            feed.incarnation = incarnation or feed.incarnation
-            place_of = dict(zip(visitors, places, strict=True))
-            now = time.monotonic()
-            for stream in batch:
-                rank, until = place_of[stream.visitor]
-                if until > 0:  # admitted meanwhile: its turn
-                    stream.send(Outcome("active", at_ms, stream.visitor, expires_ms=until), final=True)
-                    continue
-                if rank < 0:
-                    stream.read_again()  # no place: its own answer says what became of it
-                    continue
-                stream.epoch = epoch
-                stream.rank = feed.since_flush(stream, rank)
-                _show(feed, stream, now)
         return done
 
 

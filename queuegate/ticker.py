@@ -133,6 +133,10 @@ class Ticker:
             logger.debug("queuegate: tick of room %r failed (%s)", name, exc)
             self._due[name] = time.monotonic() + RETRY
             return
+        except Exception:  # a bug must not stop every room's line: said, and tried again
+            logger.exception("queuegate: tick of room %r failed", name)
+            self._due[name] = time.monotonic() + RETRY
+            return
         self.ticks += 1
         self._incarnations[name] = tick.incarnation
         now = time.monotonic()
