@@ -119,6 +119,8 @@ class Stream:
         self.wake: asyncio.Future[None] | None = None
 
     def send(self, outcome: Outcome | bool | None, *, final: bool = False) -> None:
+        if self.final:
+            return  # the stream's last event is chosen: nothing replaces it
         self.pending = outcome
         self.final = final
         self.wake_up()
