@@ -219,8 +219,7 @@ local function move_line()
       if abandon > 0 and last ~= nil and last <= now - abandon then
         abandoned = abandoned + 1
         analytics_gave_up(seqs[i], last)
-        push_gone[#push_gone + 1] = id
-        push_gone_seqs[#push_gone_seqs + 1] = 0 -- counted in push_taken already
+        went(id, 0) -- counted in push_taken below
       else
         entries[#entries + 1] = now + session
         entries[#entries + 1] = id
