@@ -380,22 +380,31 @@ class Feeds:
         an open stream counts as silent, which takes a third)."""
         checked = pinged = time.monotonic()
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(feed.resync_due.wait(), timeout=FLUSH)
-            if time.monotonic() - pinged >= PING_SECONDS:
-                pinged = time.monotonic()
-                for stream in feed.all():
-                    stream.ping = True
-                    stream.wake_up()
-            if not _flush(feed, time.monotonic(), self._invalidations.epoch):
+            try:
+                checked, pinged = await self._keep_once(name, feed, checked, pinged)
+            except Exception:  # a bug must not leave the room's streams unkept: said, and on
+                logger.exception("queuegate: keeping room %r's streams failed", name)
+                await asyncio.sleep(FLUSH)
+
+    async def _keep_once(self, name: str, feed: Feed, checked: float, pinged: float) -> tuple[float, float]:
+        """One turn of ``_keep``: when the last check-in and ping were."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(feed.resync_due.wait(), timeout=FLUSH)
+        if time.monotonic() - pinged >= PING_SECONDS:
+            pinged = time.monotonic()
+            for stream in feed.all():
+                stream.ping = True
+                stream.wake_up()
+        if not _flush(feed, time.monotonic(), self._invalidations.epoch):
+            feed.resync_due.set()
+        every = feed.abandon_ms / 6000 if feed.abandon_ms > 0 else 60.0
+        if feed.resync_due.is_set() or time.monotonic() - checked >= max(1.0, every):
+            feed.resync_due.clear()
+            checked = time.monotonic()
+            if not await self._resync(name, feed):
+                await asyncio.sleep(RESYNC_RETRY)
                 feed.resync_due.set()
-            every = feed.abandon_ms / 6000 if feed.abandon_ms > 0 else 60.0
-            if feed.resync_due.is_set() or time.monotonic() - checked >= max(1.0, every):
-                feed.resync_due.clear()
-                checked = time.monotonic()
-                if not await self._resync(name, feed):
-                    await asyncio.sleep(RESYNC_RETRY)
-                    feed.resync_due.set()
+        return checked, pinged
 
     async def _resync(self, name: str, feed: Feed) -> bool:
         """Every waiting stream's rank from Redis, in batches; a batch
