@@ -220,6 +220,18 @@ class ScriptCalls:
             self._seeded.add(name)
         return reply
 
+    async def warm(self) -> None:
+        """Connect, learn Redis's time and load every script now, so that the
+        first requests do not spend their deadline on it (the gate does this
+        at its lifespan's startup). Failures raise StoreError."""
+        await self._sync_clock()
+        if isinstance(self.pipeline, ClusterPipelines):
+            return  # a cluster's scripts are loaded on each node as it meets them
+        try:
+            await asyncio.gather(*(self._load(name) for name in self._scripts))
+        except FAILURES as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+
     async def together(self, key: str, commands: Sequence[bytes]) -> list[Any]:
         """The replies to plain commands sent together (one round trip), on
         the node of ``key``. Failures are Redis's own (see FAILURES)."""

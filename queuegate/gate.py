@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 from collections.abc import Mapping, Sequence
 
 import redis.asyncio as aioredis
@@ -28,9 +29,11 @@ from .pages import Headers, Page, Pages, send_page
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
-from .store import FAR_FROM, Client, Store, connect
+from .store import FAR_FROM, Client, Store, StoreError, connect
 from .tokens import Tokens
 from .visitors import Identify, Visitors
+
+logger = logging.getLogger("queuegate")
 
 __all__ = ["Admission", "Identify", "QueueGate", "admission"]
 
@@ -221,9 +224,10 @@ class QueueGate:
             if kind == "http" and self._measure_all:
                 await self.health.forward(self.health.app_rooms, self.app, scope, receive, send)
                 return
-        elif kind == "lifespan" and self._owns_client:
-            await self.app(scope, receive, self._closing_send(send))
-            return
+        elif kind == "lifespan":
+            receive = self._warming_receive(receive)
+            if self._owns_client:
+                send = self._closing_send(send)
         await self.app(scope, receive, send)
 
     @staticmethod
@@ -267,6 +271,27 @@ class QueueGate:
             address = self.client_address.peer(scope)
             return address is not None and any(address in network for network in self._bypass_networks)
         return False
+
+    def _warming_receive(self, receive: Receive) -> Receive:
+        """At startup, connect to Redis and load the scripts before the app
+        starts, so the first requests keep their whole deadline. Redis not
+        answering is logged, never fatal: gated requests fail closed (or
+        open, as configured) until it answers."""
+
+        async def warming_receive() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.store.warm()
+                except StoreError as exc:
+                    logger.warning(
+                        "queuegate: Redis did not answer at startup (%s); gated requests are answered "
+                        "as each room's fail setting says until it does",
+                        exc,
+                    )
+            return message
+
+        return warming_receive
 
     def _closing_send(self, send: Send) -> Send:
         async def closing_send(message: Message) -> None:

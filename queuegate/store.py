@@ -456,6 +456,11 @@ class Store:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         return sorted(names)
 
+    async def warm(self) -> None:
+        """Connect and load the scripts ahead of the first request (see
+        ``ScriptCalls.warm``); raises StoreError if Redis does not answer."""
+        await self.calls.warm()
+
     async def guard(self, call: Any) -> Any:
         """Await a plain redis-py call; its failures become StoreError."""
         try:
