@@ -1,0 +1,41 @@
+"""A FastAPI shop whose checkout has a waiting room: uvicorn fastapi_app:gate"""
+
+import os
+from typing import Annotated
+
+from fastapi import Depends, FastAPI
+
+from queuegate import Admission, QueueGate, Room
+from queuegate.integrations.fastapi import queue
+
+SECRET_KEY = os.environ["SECRET_KEY"]  # 16+ random characters, the same in every process
+REDIS_URL = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
+
+app = FastAPI()
+Ticket = Annotated[Admission | None, Depends(queue("sale"))]  # the room, on the routes themselves
+
+
+@app.get("/")
+async def home() -> dict[str, str]:
+    return {"sale": "at /checkout"}
+
+
+@app.get("/checkout")
+async def checkout(ticket: Ticket) -> dict[str, str]:
+    return {"checkout": "your turn"}
+
+
+@app.post("/checkout")
+async def place_order(ticket: Ticket) -> dict[str, str]:
+    if ticket is not None:
+        await ticket.release()  # done: the next visitor's turn comes at once
+    return {"order": "placed"}
+
+
+# Serve `gate`, not `app`: the gate holds the rooms and answers the waiting visitors.
+gate = QueueGate(
+    app,
+    rooms=[Room("sale", rate=1, per=10)],  # no paths: the routes name the room
+    secret_key=SECRET_KEY,
+    redis=REDIS_URL,
+)

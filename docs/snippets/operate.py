@@ -1,0 +1,24 @@
+"""Operate a room from Python without the gate object: a Store on the same Redis."""
+
+import asyncio
+import os
+
+import redis.asyncio
+
+from queuegate import Store
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
+
+
+async def main() -> None:
+    store = Store(redis.asyncio.Redis.from_url(REDIS_URL))
+    try:
+        await store.configure("sale", rate=5)  # every process applies it at its next request
+        stats = await store.stats("sale")
+        print(f"waiting {stats['waiting']}, active {stats['active']}, admitted {stats['admitted']}")
+    finally:
+        await store.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

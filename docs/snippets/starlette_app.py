@@ -1,0 +1,31 @@
+"""A Starlette shop whose checkout has a waiting room: uvicorn starlette_app:app"""
+
+import os
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from queuegate import QueueGate, Room
+
+SECRET_KEY = os.environ["SECRET_KEY"]  # 16+ random characters, the same in every process
+REDIS_URL = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
+
+
+async def home(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("Welcome. The sale is at /checkout")
+
+
+async def checkout(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("Your turn: checkout")
+
+
+app = Starlette(routes=[Route("/", home), Route("/checkout", checkout)])
+app.add_middleware(
+    QueueGate,
+    # 1 visitor every 10 s: small, so that two browser windows show the line.
+    rooms=[Room("sale", paths=["/checkout*"], rate=1, per=10)],
+    secret_key=SECRET_KEY,
+    redis=REDIS_URL,
+)
