@@ -84,11 +84,12 @@ async def _deny_websocket(scope: Scope, receive: Receive, send: Send, page: Page
 class QueueGate:
     """A virtual waiting room in front of the paths of ``rooms``.
 
-    ``redis`` is a URL (``redis://``, ``rediss://``, ``unix://``) or a
-    ``redis.asyncio.Redis`` client. ``identify(request)`` may return the id of
+    ``redis`` is a URL (``redis://``, ``rediss://``, ``unix://``,
+    ``redis+cluster://``, ``redis+sentinel://``) or a ``redis.asyncio.Redis``
+    (or ``RedisCluster``) client. ``identify(request)`` may return the id of
     a signed-in user (or ``None``), so that a user holds one place per room
     across devices. The other options are those of
-    :class:`queuegate.settings.Settings`; each one left as ``None`` is read
+    ``queuegate.Settings``; each one left as ``None`` is read
     from its ``QUEUEGATE_*`` environment variable (``environ`` replaces
     ``os.environ``), else takes its default.
     """
