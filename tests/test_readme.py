@@ -1,7 +1,10 @@
-"""The README's two commands are the ones CI and users run."""
+"""The README is the front door: its two commands are the ones CI and users
+run, on its first screen; its quickstarts are the tested files in
+docs/snippets/, word for word; its links lead somewhere."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -10,13 +13,65 @@ README = (ROOT / "README.md").read_text()
 DEMO = 'python3 -m venv .venv && .venv/bin/pip install -e ".[demo]" && .venv/bin/python -m demo_app'
 TESTS = 'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/pytest'
 
+FIRST_SCREEN_LINES = 40
+# A block the README shows from a file: the file's path in a comment just
+# before the fence, as the docs include it.
+SHOWN = re.compile(r"<!-- (docs/snippets/[\w/]+\.py) -->\n```python\n(.*?)```", re.S)
+
 
 def test_readme_first_screen_has_both_commands_and_the_picture() -> None:
-    first_screen = README[: README.index("## How it works")]
-    assert DEMO in first_screen
-    assert TESTS in first_screen
+    first_screen = "\n".join(README.splitlines()[:FIRST_SCREEN_LINES])
+    assert first_screen.index(DEMO) < first_screen.index(TESTS)
     assert "docs/waiting-page.png" in first_screen
     assert (ROOT / "docs" / "waiting-page.png").stat().st_size > 10_000
+
+
+def test_readme_is_a_front_door_not_a_notebook() -> None:
+    assert len(README.splitlines()) <= 310
+    headings = re.findall(r"^## (.+)$", README, re.M)
+    for needed in ("Install", "Quickstarts", "Settings at a glance", "Documentation"):
+        assert needed in headings
+    assert re.findall(r"^### (.+)$", README, re.M)[:3] == ["Starlette", "FastAPI", "Django"]
+
+
+def test_readme_never_installs_from_pypi() -> None:
+    # queuegate is not on PyPI: every install names a clone or a built wheel.
+    for line in README.splitlines():
+        for found in re.finditer(r"pip install (\S+)", line):
+            target = found.group(1).strip("\"'")
+            assert target.startswith(("-e", "dist/")), line
+
+
+def test_readme_quickstarts_are_the_tested_snippet_files() -> None:
+    shown = SHOWN.findall(README)
+    snippets = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs" / "snippets").glob("*.py"))
+    assert sorted(name for name, _ in shown) == snippets
+    for name, code in shown:
+        assert code == (ROOT / name).read_text(), f"README's copy of {name} differs from the file"
+    # The docs site includes the same files.
+    pages = "".join(path.read_text() for path in (ROOT / "docs").rglob("*.md"))
+    for name in snippets:
+        assert f'--8<-- "{name}"' in pages
+
+
+def test_readme_links_lead_to_files() -> None:
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README) + re.findall(r'src="([^"]+)"', README)
+    local = [link for link in links if "://" not in link]
+    assert len(local) > 20
+    for link in local:
+        assert (ROOT / link).exists(), link
+
+
+def test_health_summary_links_to_its_own_page() -> None:
+    section = README[README.index("## Admission that follows the app's health") :]
+    section = section[: section.index("\n## ", 1)]
+    assert "docs/guides/health.md" in section
+    assert len(section.strip().splitlines()) <= 8
+    assert (
+        (ROOT / "docs" / "guides" / "health.md")
+        .read_text()
+        .startswith("# Admission that follows the app's health\n")
+    )
 
 
 def test_ci_runs_the_readme_test_command() -> None:
@@ -25,3 +80,5 @@ def test_ci_runs_the_readme_test_command() -> None:
     venv, install, run = TESTS.split(" && ")
     assert setup == f"{venv} && {install}"
     assert lines[-1] == run
+    # The documentation is built, strictly, before the tests.
+    assert ".venv/bin/mkdocs build --strict" in lines[:-1]

@@ -92,8 +92,7 @@ def test_starlette_quickstart_and_operating_its_room_with_a_store(
 
     # add_middleware builds the gate inside Starlette: a Store on the same
     # Redis operates the room.
-    operate = load("operate.py")
-    operate.asyncio.run(operate.main())
+    load("operate.py")  # a script: it runs when loaded
     assert capsys.readouterr().out.strip() == "waiting 1, active 1, admitted 1"
 
 
@@ -109,7 +108,6 @@ def test_fastapi_quickstart(environment: str) -> None:
 async def test_fastapi_quickstart_inner_app_served_alone_fails_loudly(environment: str) -> None:
     module = load("fastapi_app.py")
     async with client_for(module.app) as client:
-        assert (await client.get("/")).status_code == 200
         with pytest.raises(RuntimeError, match="no QueueGate middleware is in front"):
             await client.get("/checkout")
 

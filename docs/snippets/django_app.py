@@ -18,16 +18,12 @@ settings.configure(ROOT_URLCONF=__name__, ALLOWED_HOSTS=["*"])
 
 
 # In a project: views.py and urls.py.
-def home(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("Welcome. The sale is at /checkout")
-
-
 @gated("sale")  # sync and async views alike
 def checkout(request: HttpRequest) -> HttpResponse:
     return HttpResponse("Your turn: checkout")
 
 
-urlpatterns = [path("", home), path("checkout", checkout)]
+urlpatterns = [path("checkout", checkout)]
 
 # In a project: asgi.py. Serve `application`, the gate around Django's app.
 application = QueueGate(

@@ -15,11 +15,6 @@ app = FastAPI()
 Ticket = Annotated[Admission | None, Depends(queue("sale"))]  # the room, on the routes themselves
 
 
-@app.get("/")
-async def home() -> dict[str, str]:
-    return {"sale": "at /checkout"}
-
-
 @app.get("/checkout")
 async def checkout(ticket: Ticket) -> dict[str, str]:
     return {"checkout": "your turn"}

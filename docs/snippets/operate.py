@@ -20,5 +20,4 @@ async def main() -> None:
         await store.aclose()
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+asyncio.run(main())

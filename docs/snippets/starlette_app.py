@@ -13,15 +13,11 @@ SECRET_KEY = os.environ["SECRET_KEY"]  # 16+ random characters, the same in ever
 REDIS_URL = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
 
 
-async def home(request: Request) -> PlainTextResponse:
-    return PlainTextResponse("Welcome. The sale is at /checkout")
-
-
 async def checkout(request: Request) -> PlainTextResponse:
     return PlainTextResponse("Your turn: checkout")
 
 
-app = Starlette(routes=[Route("/", home), Route("/checkout", checkout)])
+app = Starlette(routes=[Route("/checkout", checkout)])
 app.add_middleware(
     QueueGate,
     # 1 visitor every 10 s: small, so that two browser windows show the line.
