@@ -1,1 +1,1 @@
-"""Benchmarks and simulations that print their figures (see the README)."""
+"""Benchmarks and simulations that print their figures (see docs/performance.md)."""

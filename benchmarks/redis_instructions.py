@@ -14,7 +14,7 @@ polls of a visitor in the line asked in full; and scripts made of a
 poll's and a join's first parts alone, ending in ``return 1`` (what a call
 pays to build its parts' functions before its own work). Prints
 instructions per join, poll or call. Compare runs of one server build:
-Debian's ``redis-server`` 7.0.15 is what the README's figures come from.
+Debian's ``redis-server`` 7.0.15 is what the figures in docs/performance.md come from.
 Needs ``valgrind``.
 """
 
