@@ -3,6 +3,7 @@ waits, an admitted one passes."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,6 +78,14 @@ def test_fastapi_shop_over_plain_http_as_its_docstring_says(fastapi_shop: str) -
         assert a.post("/checkout").json() == {"order": "placed"}  # a's slot goes to c
         assert c.get("/checkout").json()["checkout"] == "your turn"
         assert b.post("/checkout").json() == {"order": "placed"}
+    # The console's virtual visitors against it (before: 5 admitted, the rest
+    # errors "unexpected state 'none'"): 5 every 10 s, the rest still waiting.
+    command = [sys.executable, "-m", "queuegate", "simulate", "--url", f"{fastapi_shop}/tickets/7/buy"]
+    command += ["--visitors", "8", "--give-up", "0", "--max-seconds", "3", "--json"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["admitted"], summary["still_waiting"], summary["errors"]) == (5, 3, 0), summary
 
 
 async def test_django_site_with_its_session_feeding_identify(redis_url: str) -> None:
