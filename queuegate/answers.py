@@ -95,4 +95,4 @@ class Answers:
     def refused(self, room: Room, scope: Scope, as_json: bool) -> tuple[Page, Headers]:
         # The cookie is cleared: next time this browser is simply a newcomer.
         self._counters["refused"] += 1
-        return self.message("refused", room, scope, 403, as_json), [self._visitors.clear_cookie(room)]
+        return self.message("refused", room, scope, 403, as_json), [self._visitors.clear_cookie(scope, room)]

@@ -10,19 +10,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import math
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlsplit
 
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as Bar
+from rich.table import Table
+from rich.text import Text
+
+from .analytics import KEEP_MINUTES
+from .calls import FAILURES
+from .console import UNKNOWN, clock, count, duration, milliseconds, per_minute, percent, show
 from .settings import ROOM_SETTINGS, ConfigError
 from .simulate import Progress, simulate
 from .store import Store, StoreError, UnknownRoom, connect, redacted
 
 __all__ = ["main"]
 
+T = TypeVar("T")
 DURATIONS = ("per", "session", "abandon", "settle")  # ms in Redis, seconds on the command line
 
 
@@ -34,29 +49,137 @@ class CommandError(Exception):
         self.status = status
 
 
+class Parser(argparse.ArgumentParser):
+    """Bad values are one line on stderr, naming the option, and status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _number(text: str, cast: Callable[[str], float]) -> float:
+    try:
+        value = cast(text)
+    except ValueError:
+        kind = "whole number" if cast is int else "number"
+        raise argparse.ArgumentTypeError(f"must be a {kind}, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _ranged(
+    cast: Callable[[str], float], low: float, high: float | None = None, *, above: bool = False
+) -> Any:
+    """An argparse ``type=``: a number from ``low`` (``above``: more than
+    ``low``) up to ``high``."""
+
+    def parse(text: str) -> float:
+        value = _number(text, cast)
+        if (value <= low if above else value < low) or (high is not None and value > high):
+            if high is None:
+                wanted = f"more than {low:g}" if above else f"{low:g} or more"
+            else:
+                wanted = f"more than {low:g} and at most {high:g}" if above else f"from {low:g} to {high:g}"
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(f"must be an http:// or https:// URL, got {text!r}")
+    return text
+
+
+def _prefix(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", text):
+        raise argparse.ArgumentTypeError(f"must be 1-32 letters, digits, '.', '-' or '_', got {text!r}")
+    return text
+
+
+class _Range(argparse.Action):
+    """``MIN MAX``, with MIN <= MAX."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        low, high = values
+        if low > high:
+            parser.error(
+                f"argument {self.option_strings[0]}: MIN ({low:g}) must not be more than MAX ({high:g})"
+            )
+        setattr(namespace, self.dest, (low, high))
+
+
+SECONDS = _ranged(float, 0, above=True)
+COUNT = _ranged(int, 1)
+DESCRIPTION = """\
+queuegate's console: list, show and change the rooms in the Redis the app
+uses, and send virtual visitors to a gated page."""
+EPILOG = """\
+Redis comes from --redis or QUEUEGATE_REDIS_URL; changes apply in every app
+process at its next request. Errors are one line on stderr and a non-zero
+exit status, with nothing changed. Add --json to list, show, seed and
+simulate for scripts; without it, tables (in colour on a terminal).
+
+examples:
+  queuegate list
+  queuegate show sale
+  queuegate set sale --rate 20 --per 10
+  queuegate simulate --url http://127.0.0.1:8000/checkout --visitors 200
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="queuegate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--redis", help="Redis URL (default: $QUEUEGATE_REDIS_URL)")
-    parser.add_argument("--prefix", default=os.environ.get("QUEUEGATE_PREFIX", "qg"), help="key prefix")
-    parser.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for Redis")
+    parser = Parser(
+        prog="queuegate",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--redis", metavar="URL", help="Redis URL (default: $QUEUEGATE_REDIS_URL)")
+    parser.add_argument(
+        "--prefix",
+        type=_prefix,
+        default=os.environ.get("QUEUEGATE_PREFIX", "qg"),
+        help="key prefix (default: $QUEUEGATE_PREFIX or qg)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=SECONDS,
+        default=2.0,
+        metavar="SECONDS",
+        help="give up each call to Redis after this long (default: 2)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     listing = commands.add_parser("list", help="every room with its live numbers")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="as JSON")
 
     show = commands.add_parser("show", help="one room: numbers, settings, head of the line")
     show.add_argument("room")
-    show.add_argument("--visitors", type=int, default=5, help="how many waiting and active ids to list")
-    show.add_argument("--json", action="store_true")
     show.add_argument(
-        "--minutes", type=int, default=60, help="how many one-minute points of the line to give with --json"
+        "--visitors",
+        type=_ranged(int, 0, 1000),
+        default=5,
+        metavar="N",
+        help="how many waiting and active ids to list (default: 5)",
+    )
+    show.add_argument("--json", action="store_true", help="as JSON, with the line minute by minute")
+    show.add_argument(
+        "--minutes",
+        type=_ranged(int, 1, KEEP_MINUTES),
+        default=60,
+        help=f"how many one-minute points of the line to give with --json (1-{KEEP_MINUTES}, default: 60)",
     )
 
     office = commands.add_parser(
         "serve-admin", help="serve the back office (its sign-in secret from $QUEUEGATE_ADMIN_SECRET)"
     )
     office.add_argument("--host", default="127.0.0.1")
-    office.add_argument("--port", type=int, default=8400)
+    office.add_argument("--port", type=_ranged(int, 1, 65535), default=8400)
 
     change = commands.add_parser("set", help="change a room's run-time settings")
     change.add_argument("room")
@@ -102,15 +225,33 @@ def _parser() -> argparse.ArgumentParser:
 
     seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the event")
     seed.add_argument("room")
-    seed.add_argument("--json", action="store_true")
+    seed.add_argument("--json", action="store_true", help="as JSON")
 
     sim = commands.add_parser("simulate", help="virtual visitors against a gated URL (a load test)")
-    sim.add_argument("--url", required=True, help="a gated page, e.g. http://127.0.0.1:8000/checkout")
-    sim.add_argument("--visitors", type=int, default=100)
-    sim.add_argument("--concurrency", type=int, default=50, help="most visitors at once")
-    sim.add_argument("--give-up", type=float, default=0.2, help="share of visitors who leave early")
-    sim.add_argument("--patience", type=float, nargs=2, default=(5.0, 60.0), metavar=("MIN", "MAX"))
-    sim.add_argument("--max-seconds", type=float, default=600.0, help="stop the run after this long")
+    sim.add_argument(
+        "--url", required=True, type=_url, help="a gated page, e.g. http://127.0.0.1:8000/checkout"
+    )
+    sim.add_argument("--visitors", type=COUNT, default=100, help="how many (default: 100)")
+    sim.add_argument("--concurrency", type=COUNT, default=50, help="most visitors at once (default: 50)")
+    sim.add_argument(
+        "--give-up",
+        type=_ranged(float, 0, 1),
+        default=0.2,
+        metavar="SHARE",
+        help="share of visitors who leave early, 0 to 1 (default: 0.2)",
+    )
+    sim.add_argument(
+        "--patience",
+        type=_ranged(float, 0),
+        nargs=2,
+        action=_Range,
+        default=(5.0, 60.0),
+        metavar=("MIN", "MAX"),
+        help="how long those who leave early wait, seconds (default: 5 60)",
+    )
+    sim.add_argument(
+        "--max-seconds", type=SECONDS, default=600.0, help="stop the run after this long (default: 600)"
+    )
     sim.add_argument("--seed", type=int, help="for a repeatable run")
     sim.add_argument("--json", action="store_true", help="the summary as JSON, no progress bar")
     return parser
@@ -128,42 +269,203 @@ def _readable(stats: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _list(store: Store, args: argparse.Namespace) -> str:
-    rows = [{"room": name, **_readable(await store.stats(name))} for name in await store.room_names()]
+Output = str | RenderableType  # a str is printed as it is (JSON, one line)
+
+
+class Bounded:
+    """Each call to Redis given up after ``--timeout`` seconds, whatever the
+    connection does (connect, handshake, a reply that never comes)."""
+
+    def __init__(self, store: Store, seconds: float) -> None:
+        self.store = store
+        self.seconds = seconds
+
+    async def __call__(self, call: Awaitable[T]) -> T:
+        try:
+            async with asyncio.timeout(self.seconds):
+                return await call
+        except TimeoutError:
+            raise StoreError(f"no answer within {duration(self.seconds)}") from None
+
+
+async def _list(ask: Bounded, args: argparse.Namespace) -> Output:
+    store = ask.store
+    names = await ask(store.room_names())
+    stats = [await ask(store.stats(name)) for name in names]
     if args.json:
-        return json.dumps(rows)
-    if not rows:
+        return json.dumps([{"room": name, **_readable(row)} for name, row in zip(names, stats, strict=True)])
+    if not names:
         return "no rooms yet"
-    columns = ("room", "status", "waiting", "active", "per_minute", "eta_back", "admitted", "abandoned")
-    table = [columns, *[tuple("-" if row[c] is None else str(row[c]) for c in columns) for row in rows]]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in table)
+    table = _table()
+    table.add_column("room", style="bold")
+    table.add_column("status")
+    table.add_column("waiting", justify="right")
+    table.add_column("active", justify="right")
+    table.add_column("admitting", justify="right")
+    table.add_column("wait at the back", justify="right")
+    table.add_column("admitted", justify="right")
+    table.add_column("gave up", justify="right")
+    for name, row in zip(names, stats, strict=True):
+        table.add_row(
+            name,
+            _status(row["status"]),
+            f"{row['waiting']:,}",
+            f"{row['active']:,}",
+            per_minute(row["per_minute"]),
+            milliseconds(row["eta_back_ms"]),
+            f"{row['admitted']:,}",
+            f"{row['abandoned']:,}",
+        )
+    return table
 
 
-async def _show(store: Store, args: argparse.Namespace) -> str:
-    stats = _readable(await store.stats(args.room))
-    visitors = await store.visitors(args.room, args.visitors)
-    figures = await store.analytics(args.room, minutes=args.minutes)
+STATUS_STYLES = {"open": "green", "paused": "yellow", "closed": "red", "queue_all": "yellow"}
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def _table() -> Table:
+    # No rules: piped, a header line and a line per row, for grep and cut.
+    return Table(box=None, pad_edge=False, header_style="bold underline", padding=(0, 3, 0, 0))
+
+
+def _grid() -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    return grid
+
+
+def _settings_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
+    now = stats["now"]
+    per = milliseconds(stats["per"])
+    rows = [
+        ("rate", "no limit" if stats["rate"] <= 0 else f"{count(stats['rate'], 'visitor')} every {per}"),
+        ("capacity", "no limit" if stats["capacity"] <= 0 else count(stats["capacity"], "active session")),
+        (
+            "session",
+            f"{milliseconds(stats['session'])}, "
+            + ("renewed by each request" if stats["sliding"] else "fixed"),
+        ),
+        ("abandon", f"skip waiting visitors silent for {milliseconds(stats['abandon'])}"),
+        ("max_step", f"{count(stats['max_step'], 'visitor')} moved per call at most"),
+        (
+            "method",
+            {"fifo": "fifo (first come, first served)", "random": "random (a lottery)"}.get(
+                stats["method"], stats["method"]
+            ),
+        ),
+        ("opens_at", clock(stats["opens_at"], now) + (", pre-queue open" if stats["prequeue"] else "")),
+        ("challenge", "none" if stats["challenge"] <= 0 else f"proof of work up to {stats['challenge']:,}"),
+    ]
+    return rows
+
+
+def _controller_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
+    if stats["target_ms"] <= 0:
+        return [("target_ms", "none: the rate is set by hand")]
+    ceiling = "none" if stats["ceiling"] <= 0 else f"{stats['ceiling']:,}"
+    changed = stats["health_changed"] or UNKNOWN
+    if stats["health_changed_at"] > 0:
+        changed += f", {clock(stats['health_changed_at'], stats['now'])}"
+    return [
+        ("target_ms", f"p95 of responses within {milliseconds(stats['target_ms'])}"),
+        ("max_errors", f"{percent(stats['max_errors'])} of responses"),
+        ("floor / ceiling", f"{stats['floor']:,} / {ceiling}"),
+        ("settle", f"{milliseconds(stats['settle'])} between changes"),
+        ("pinned", "yes: the operator set the rate" if stats["pinned"] else "no: the controller sets it"),
+        (
+            "p95_ms",
+            f"{milliseconds(stats['p95_ms'])} (first byte {milliseconds(stats['first_byte_p95_ms'])})",
+        ),
+        ("error_rate", f"{percent(stats['error_rate'])} of {count(stats['samples'], 'response')}"),
+        ("health_reason", stats["health_reason"] or UNKNOWN),
+        ("last change", changed),
+    ]
+
+
+async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
+    store = ask.store
+    stats = await ask(store.stats(args.room))
+    visitors: dict[str, list[tuple[str, int]]] = {"waiting": [], "active": []}
+    if args.visitors:
+        visitors = await ask(store.visitors(args.room, args.visitors))
+    figures = await ask(store.analytics(args.room, minutes=args.minutes))
     if args.json:
-        return json.dumps({"room": args.room, **stats, "visitors": visitors, "analytics": figures})
-    lines = [f"room {args.room}"] + [f"  {key}: {value}" for key, value in stats.items()]
-    lines.append(f"  first waiting: {', '.join(v for v, _ in visitors['waiting']) or '-'}")
-    lines.append(f"  active: {', '.join(v for v, _ in visitors['active']) or '-'}")
-    for kind, waits in figures["waits"].items():
-        quantiles = ", ".join(f"{q} {_seconds(waits[q + '_ms'])}" for q in ("p50", "p90", "p99"))
-        who = "admitted" if kind == "admitted" else "who gave up"
-        lines.append(f"  waits of those {who}: {waits['count']} ({quantiles})")
+        return json.dumps({"room": args.room, **_readable(stats), "visitors": visitors, "analytics": figures})
+    now = stats["now"]
+    title = Text.assemble((args.room, "bold"), "  ", _status(stats["status"]), f"  (Redis time {clock(now)})")
+    line = _grid()
+    line.add_row("waiting", count(stats["waiting"], "visitor"))
+    line.add_row("active", count(stats["active"], "session"))
+    line.add_row("wait at the back", milliseconds(stats["eta_back_ms"]))
+    line.add_row("admitting", f"{per_minute(stats['per_minute'])} lately")
+    line.add_row("sessions ending", f"{per_minute(stats['ended_per_minute'])} lately")
+    if stats["tokens"] >= 0:
+        line.add_row("tokens", f"{stats['tokens']:,} of {stats['rate']:,} left this interval")
+    totals = _grid()
+    for key in ("joined", "admitted", "abandoned", "expired", "released", "left", "drained"):
+        totals.add_row(key, count(stats[key], "visitor"))
+    settings = _grid()
+    for key, value in _settings_rows(stats):
+        settings.add_row(key, value)
+    controller = _grid()
+    for key, value in _controller_rows(stats):
+        controller.add_row(key, value)
+    waits = [
+        f"waits of those {'admitted' if kind == 'admitted' else 'who gave up'}: {values['count']:,} ("
+        + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99"))
+        + ")"
+        for kind, values in figures["waits"].items()
+    ]
     estimate = figures["estimate"]
-    share = "-" if estimate["share"] is None else f"{estimate['share']:.0%}"
-    lines.append(f"  estimates within 20 % of the real wait: {share} of {estimate['checked']}")
-    return "\n".join(lines)
+    waits.append(
+        f"estimates within 20 % of the real wait: {percent(estimate['share'])} of "
+        + count(estimate["checked"], "estimate")
+    )
+    parts: list[RenderableType] = [
+        title,
+        _heading("The line"), _indent(line),
+        _heading("Since the room was made"), _indent(totals),
+        _heading("Settings"), _indent(settings),
+        _heading("Admission controller"), _indent(controller),
+        _heading("Waits"), _indent(Text("\n".join(waits))),
+    ]  # fmt: skip
+    if args.visitors:
+        parts += [_heading("Who"), _indent(_who(visitors, now))]
+    return Group(*parts)
 
 
-def _seconds(ms: float | None) -> str:
-    return "-" if ms is None else f"{ms / 1000:.0f} s"
+def _indent(renderable: RenderableType) -> Padding:
+    return Padding(renderable, (0, 0, 0, 2))
 
 
-async def _set(store: Store, args: argparse.Namespace) -> str:
+def _heading(text: str) -> Text:
+    return Text("\n" + text, style="bold underline")
+
+
+def _who(visitors: dict[str, list[tuple[str, int]]], now: int) -> RenderableType:
+    table = _table()
+    table.add_column("", justify="right")
+    table.add_column("waiting (arrival number)")
+    table.add_column("active (session ends)")
+    rows = max(len(visitors["waiting"]), len(visitors["active"]))
+    if not rows:
+        return Text("nobody waiting, nobody active")
+    for i in range(rows):
+        waiting = visitors["waiting"][i] if i < len(visitors["waiting"]) else None
+        active = visitors["active"][i] if i < len(visitors["active"]) else None
+        table.add_row(
+            str(i + 1),
+            "" if waiting is None else f"{waiting[0]} (#{waiting[1]:,})",
+            "" if active is None else f"{active[0]}, until {clock(active[1], now)}",
+        )
+    return table
+
+
+async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
     changes: dict[str, Any] = {name: getattr(args, name) for name in ROOM_SETTINGS}
     changes = {name: value for name, value in changes.items() if value is not None}
     if args.auto:
@@ -174,38 +476,39 @@ async def _set(store: Store, args: argparse.Namespace) -> str:
         changes[name] = None
     if not changes:
         raise CommandError("set: name at least one setting to change, e.g. --rate 20", 2)
-    await store.stats(args.room)  # an unknown room fails here, before anything is written
-    await store.configure(args.room, **changes)
+    await ask(ask.store.stats(args.room))  # an unknown room fails here, before anything is written
+    await ask(ask.store.configure(args.room, **changes))
     shown = {k: ("auto" if k == "pinned" else "default") if v is None else v for k, v in changes.items()}
     return f"{args.room}: " + ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
-async def _release(store: Store, args: argparse.Namespace) -> str:
-    done = await store.release(args.room, args.visitor)
+async def _release(ask: Bounded, args: argparse.Namespace) -> Output:
+    done = await ask(ask.store.release(args.room, args.visitor))
     return f"{args.visitor}: {'released' if done else 'held no place'}"
 
 
-async def _remove(store: Store, args: argparse.Namespace) -> str:
-    done = await store.leave(args.room, args.visitor)
+async def _remove(ask: Bounded, args: argparse.Namespace) -> Output:
+    done = await ask(ask.store.leave(args.room, args.visitor))
     # Either way every process drops its copy of the visitor's admission.
     return f"{args.visitor}: {'removed' if done else 'held no place in Redis; any copy revoked'}"
 
 
-async def _drain(store: Store, args: argparse.Namespace) -> str:
+async def _drain(ask: Bounded, args: argparse.Namespace) -> Output:
     if not args.yes:
         raise CommandError("drain: everyone waiting would lose their place; add --yes to confirm", 2)
-    return f"{args.room}: {await store.drain(args.room)} visitors removed from the line"
+    removed = await ask(ask.store.drain(args.room))
+    return f"{args.room}: {count(removed, 'visitor')} removed from the line"
 
 
-async def _seed(store: Store, args: argparse.Namespace) -> str:
-    stats = await store.stats(args.room)
-    seed = await store.seed(args.room)
+async def _seed(ask: Bounded, args: argparse.Namespace) -> Output:
+    stats = await ask(ask.store.stats(args.room))
+    seed = await ask(ask.store.seed(args.room))
     if args.json:
         return json.dumps({"room": args.room, "seed": seed, "seed_sha256": stats["seed_sha256"]})
     return f"seed {seed}\nsha256 {stats['seed_sha256']}"
 
 
-COMMANDS: dict[str, Callable[[Store, argparse.Namespace], Awaitable[str]]] = {
+COMMANDS: dict[str, Callable[[Bounded, argparse.Namespace], Awaitable[Output]]] = {
     "list": _list,
     "show": _show,
     "set": _set,
@@ -216,51 +519,87 @@ COMMANDS: dict[str, Callable[[Store, argparse.Namespace], Awaitable[str]]] = {
 }
 
 
-async def _run(args: argparse.Namespace, url: str) -> str:
-    store = Store(connect(url, args.timeout), args.prefix)
+async def _run(args: argparse.Namespace, url: str) -> Output:
+    store = Store(connect(url, args.timeout), args.prefix, args.timeout)
     try:
-        return await COMMANDS[args.command](store, args)
+        return await COMMANDS[args.command](Bounded(store, args.timeout), args)
     finally:
-        await store.aclose()
-
-
-def _progress_bar(progress: Progress) -> None:
-    width = 30
-    filled = int(width * progress.done / max(1, progress.visitors))
-    print(
-        f"\r[{'#' * filled}{'.' * (width - filled)}] {progress.done}/{progress.visitors}  "
-        f"admitted {progress.admitted}  waiting {progress.waiting}  gave up {progress.gave_up}  "
-        f"errors {progress.errors}",
-        end="",
-        file=sys.stderr,
-        flush=True,
-    )
+        # Closing waits for nothing from the server, but is bounded too.
+        with contextlib.suppress(TimeoutError, *FAILURES):
+            async with asyncio.timeout(args.timeout):
+                await store.aclose()
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    if not args.url.startswith(("http://", "https://")):
-        raise CommandError("simulate: --url must be an http:// or https:// URL", 2)
-    if args.visitors < 1 or args.concurrency < 1 or not 0 <= args.give_up <= 1:
-        raise CommandError("simulate: --visitors and --concurrency >= 1, --give-up between 0 and 1", 2)
-    progress = asyncio.run(
-        simulate(
-            args.url,
-            args.visitors,
-            args.concurrency,
-            give_up=args.give_up,
-            patience=tuple(args.patience),
-            max_seconds=args.max_seconds,
-            seed=args.seed,
-            on_progress=None if args.json else _progress_bar,
-        )
+    terminal = not args.json and sys.stderr.isatty()
+    progress = Progress(args.visitors)
+    run = simulate(
+        args.url,
+        args.visitors,
+        args.concurrency,
+        give_up=args.give_up,
+        patience=tuple(args.patience),
+        max_seconds=args.max_seconds,
+        seed=args.seed,
+        progress=progress,
     )
+    if terminal:
+        asyncio.run(_with_bar(run, progress))
+    else:
+        asyncio.run(run)
     summary = progress.summary()
+    warning = progress.warning()
+    if warning:
+        print(f"queuegate: warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary))
     else:
-        print(file=sys.stderr)
-        print("  ".join(f"{key}={value}" for key, value in summary.items() if value is not None))
-    return 0 if progress.errors == 0 else 1
+        show(_summary(progress, args.max_seconds))
+    return 0 if progress.errors == 0 and not warning else 1
+
+
+async def _with_bar(run: Awaitable[Progress], progress: Progress) -> None:
+    """The run with a progress bar on stderr, refreshed 4 times a second."""
+    columns = (
+        TextColumn("visitors"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+    )
+    with Bar(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("simulate", total=progress.visitors, counts="")
+        runner = asyncio.ensure_future(run)
+        while not runner.done():
+            bar.update(task, completed=progress.done, counts=progress.counts())
+            await asyncio.wait([runner], timeout=0.25)
+        await runner
+
+
+def _summary(progress: Progress, max_seconds: float) -> RenderableType:
+    summary = progress.summary()
+    waits = ", ".join(
+        f"{name} {duration(summary[key])}"
+        for name, key in (("p50", "wait_p50_s"), ("p90", "wait_p90_s"), ("p99", "wait_p99_s"))
+    )
+    grid = _grid()
+    grid.add_row("visitors", f"{progress.visitors:,}")
+    grid.add_row("admitted", f"{progress.admitted:,}" + (f" (waits: {waits})" if progress.waits else ""))
+    grid.add_row("gave up", f"{progress.gave_up:,} (their patience ran out)")
+    grid.add_row(
+        "still waiting", f"{progress.still_waiting:,} (when the run's {duration(max_seconds)} were up)"
+    )
+    grid.add_row("not started", f"{progress.not_started:,}")
+    if progress.ungated:
+        grid.add_row("not gated", f"{progress.ungated:,} (let through with no queuegate cookie)")
+    grid.add_row("errors", f"{progress.errors:,}")
+    for reason, times in progress.reasons.most_common():
+        grid.add_row("", f"{count(times, 'visitor')}: {reason}")
+    if progress.limited:
+        grid.add_row("limited", f"{count(progress.limited, 'answer')} 429 (client_limit), each waited out")
+    if progress.unavailable:
+        grid.add_row("unavailable", f"{count(progress.unavailable, 'answer')} (Redis away), each retried")
+    return grid
 
 
 def _serve_admin(args: argparse.Namespace, url: str) -> int:
@@ -275,7 +614,7 @@ def _serve_admin(args: argparse.Namespace, url: str) -> int:
         raise CommandError('serve-admin needs uvicorn: pip install "queuegate[admin]"', 2) from None
     from . import admin
 
-    office = admin.app(Store(connect(url, args.timeout), args.prefix), secret=secret)
+    office = admin.app(Store(connect(url, args.timeout), args.prefix, args.timeout), secret=secret)
     print(f"queuegate back office: http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
     uvicorn.run(office, host=args.host, port=args.port, log_level="warning")
     return 0
@@ -284,18 +623,14 @@ def _serve_admin(args: argparse.Namespace, url: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "simulate":
-        try:
-            return _simulate(args)
-        except CommandError as exc:
-            print(f"queuegate: {exc}", file=sys.stderr)
-            return exc.status
+        return _simulate(args)
     url = args.redis or os.environ.get("QUEUEGATE_REDIS_URL")
     try:
         if not url:
             raise CommandError("no Redis: pass --redis redis://host:6379/0 or set QUEUEGATE_REDIS_URL", 2)
         if args.command == "serve-admin":
             return _serve_admin(args, url)
-        print(asyncio.run(_run(args, url)))
+        output = asyncio.run(_run(args, url))
     except CommandError as exc:
         print(f"queuegate: {exc}", file=sys.stderr)
         return exc.status
@@ -308,6 +643,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         print(f"queuegate: cannot reach Redis at {redacted(url or '?')} ({exc})", file=sys.stderr)
         return 1
+    if isinstance(output, str):
+        print(output)
+    else:
+        show(output)
     return 0
 
 

@@ -1,5 +1,6 @@
 """Client addresses: who is asking, for the per-client limit on new places
-and for bypass networks.
+and for bypass networks; and the scheme the client used, for cookies'
+``Secure`` flag.
 
 Behind ``trusted_proxies`` the client is the last address in
 X-Forwarded-For that is not a proxy's. An IPv4 client seen as an
@@ -68,6 +69,19 @@ class ClientAddresses:
         """The address the server reports for the connection."""
         client = scope.get("client")
         return None if not client else self._hop_of(str(client[0])).address
+
+    def scheme(self, scope: Scope) -> str:
+        """The scheme the client used: the server's (``scope["scheme"]``), or,
+        when the connection comes from a trusted proxy, the first value of its
+        ``X-Forwarded-Proto`` (what the client used to reach the first proxy).
+        A client can only misstate its own scheme."""
+        scheme = str(scope.get("scheme") or ("ws" if scope["type"] == "websocket" else "http"))
+        client = scope.get("client")
+        if self._trusted and client and self._hop_of(str(client[0])).trusted:
+            for name, value in scope["headers"]:
+                if name == b"x-forwarded-proto":
+                    scheme = value.split(b",", 1)[0].strip().decode("latin-1").lower()
+        return scheme
 
     def _hop_of(self, text: str) -> _Hop:
         # Only what could be an address reaches the cache.

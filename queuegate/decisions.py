@@ -152,7 +152,7 @@ class Decisions:
             return None, []
         return self.gate.answers.unavailable(room, scope, as_json), []
 
-    def cookie(self, room: Room, who: Visitor, asked: str, outcome: Outcome) -> Headers:
+    def cookie(self, scope: Scope, room: Room, who: Visitor, asked: str, outcome: Outcome) -> Headers:
         """The room's cookie for ``outcome``, the answer to ``who`` asking as
         ``asked``, when it must be set or renewed; else none."""
         # A new place in line, a place taken over from another device, or a
@@ -175,12 +175,14 @@ class Decisions:
         if not renew:
             return []
         visitors = self.gate.visitors
-        return [visitors.set_cookie(room, outcome.visitor, who.user_hash, until, who.binding, place, seen)]
+        return [
+            visitors.set_cookie(scope, room, outcome.visitor, who.user_hash, until, who.binding, place, seen)
+        ]
 
     def _answer(
         self, room: Room, scope: Scope, who: Visitor, asked: str, outcome: Outcome, as_json: bool
     ) -> tuple[Page | None, Headers]:
-        cookie = self.cookie(room, who, asked, outcome)
+        cookie = self.cookie(scope, room, who, asked, outcome)
         state = outcome.state
         if state == "active" or state == "pass":
             scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self.gate)

@@ -149,7 +149,9 @@ class Endpoints:
             # Renewed as a gated page's answer would be: the place and when
             # liveness was last recorded (a poll from a view of the line
             # reads them), a slid admission's end.
-            cookie = [] if outcome is None else self.gate.decisions.cookie(room, who, who.visitor, outcome)
+            cookie = (
+                [] if outcome is None else self.gate.decisions.cookie(scope, room, who, who.visitor, outcome)
+            )
             await send_page(self._status_page(room, outcome, scope), send, cookie)
 
     async def _place(self, room: Room, who: Visitor) -> Outcome | None:
@@ -230,4 +232,4 @@ class Endpoints:
                 await send_page(self.gate.answers.unavailable(room, scope, as_json), send)
                 return
         page = self.gate.answers.message("left", room, scope, 200, as_json)
-        await send_page(page, send, [self.gate.visitors.clear_cookie(room)])
+        await send_page(page, send, [self.gate.visitors.clear_cookie(scope, room)])

@@ -174,6 +174,7 @@ class QueueGate:
             settings.cookie_secure,
             settings.bind_cookie,
             self.client_address.network,
+            self.client_address.scheme,
         )
         self.pages = Pages(settings.waiting_status, waiting_template)
         self._bypass_paths = compile_patterns(settings.bypass_paths)

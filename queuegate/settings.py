@@ -262,6 +262,15 @@ def _env_bool(name: str, raw: str) -> bool:
     raise ConfigError(f"{name} must be true or false, got {raw!r}")
 
 
+def _env_secure(name: str, raw: str) -> bool | None:
+    if raw.strip().lower() == "auto":
+        return None
+    try:
+        return _env_bool(name, raw)
+    except ConfigError:
+        raise ConfigError(f"{name} must be true, false or auto, got {raw!r}") from None
+
+
 def _env_list(name: str, raw: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in raw.split(",") if item.strip())
 
@@ -279,13 +288,22 @@ class Settings:
 
     ``secret_keys`` is newest first: the first key signs new cookies and all
     verify, so a key can be rotated without sending everybody to the back.
+
+    ``cookie_secure`` (``QUEUEGATE_COOKIE_SECURE``: true, false or auto)
+    left as ``None`` follows the request: the rooms' cookies are ``Secure``
+    when the client came over https (the server's ``scope["scheme"]``, or a
+    trusted proxy's ``X-Forwarded-Proto``) and not over plain http, where
+    no client would send a ``Secure`` cookie back and every request would be
+    a newcomer; the first gated page served over plain http is logged once.
+    ``True`` or ``False`` sets it for every request (``True`` behind a TLS
+    proxy whose ``X-Forwarded-Proto`` nobody trusts).
     """
 
     secret_keys: tuple[str, ...]
     redis_url: str | None = None
     rooms: tuple[Room, ...] = ()
     prefix: str = "qg"
-    cookie_secure: bool = True
+    cookie_secure: bool | None = None
     cookie_max_age: int = 86400
     timeout: float = 0.25
     local_admissions: bool = True
@@ -316,6 +334,8 @@ class Settings:
             raise ConfigError(f"rooms: room names must be unique, repeated: {', '.join(duplicates)}")
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", self.prefix):
             raise ConfigError(f"prefix must be 1-32 letters, digits, '.', '-' or '_', got {self.prefix!r}")
+        if self.cookie_secure is not None and not isinstance(self.cookie_secure, bool):
+            raise ConfigError(f"cookie_secure must be True, False or None, got {self.cookie_secure!r}")
         _whole("cookie_max_age", self.cookie_max_age, 1)
         _seconds("timeout", self.timeout)
         if not isinstance(self.local_admissions, bool):
@@ -373,7 +393,7 @@ class Settings:
         casts: dict[str, Any] = {
             "redis_url": ("QUEUEGATE_REDIS_URL", str),
             "prefix": ("QUEUEGATE_PREFIX", str),
-            "cookie_secure": ("QUEUEGATE_COOKIE_SECURE", _env_bool),
+            "cookie_secure": ("QUEUEGATE_COOKIE_SECURE", _env_secure),
             "cookie_max_age": ("QUEUEGATE_COOKIE_MAX_AGE", lambda n, v: int(_env_number(n, v))),
             "timeout": ("QUEUEGATE_TIMEOUT", _env_number),
             "local_admissions": ("QUEUEGATE_LOCAL_ADMISSIONS", _env_bool),

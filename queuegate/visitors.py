@@ -14,6 +14,7 @@ admits one client. A token issued before binding was turned on stays valid.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,7 +27,11 @@ from .tokens import Token, Tokens
 
 __all__ = ["Identify", "Visitor", "Visitors"]
 
+logger = logging.getLogger("queuegate")
+
 MAX_USER_AGENT = 512  # bytes of a User-Agent that count for the binding
+
+SECURE_SCHEMES = frozenset({"https", "wss"})
 
 Identify = Callable[[Request], Awaitable[str | None] | str | None]
 
@@ -61,6 +66,10 @@ def cookie(scope: Scope, name: bytes) -> str | None:
     return None if value is None else value.decode("latin-1")
 
 
+def _server_scheme(scope: Scope) -> str:
+    return str(scope.get("scheme") or ("ws" if scope["type"] == "websocket" else "http"))
+
+
 class Visitors:
     """Reads and writes the rooms' cookies; knows who is signed in."""
 
@@ -69,9 +78,10 @@ class Visitors:
         tokens: Tokens,
         identify: Identify | None,
         max_age: int,
-        secure: bool,
+        secure: bool | None,
         bind: Sequence[str] = (),
         network: Callable[[Scope], str] | None = None,
+        scheme: Callable[[Scope], str] | None = None,
     ) -> None:
         self.tokens = tokens
         self.identify = identify
@@ -79,12 +89,38 @@ class Visitors:
         self._network = network if "network" in bind else None
         self._plain = identify is None and not self._bind_agent and self._network is None
         self._fingerprint = lru_cache(maxsize=16_384)(tokens.fingerprint)
-        flags = "; Secure" if secure else ""
-        self._cookie_flags = f"; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax{flags}"
-        self._cookie_clear = f"=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{flags}"
+        # secure=None: Secure when the client came over https (see secure()).
+        self._secure = secure
+        self._scheme = scheme or _server_scheme
+        self._warned = False
+        # Both cases prebuilt, indexed by Secure or not.
+        flags = f"; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax"
+        self._cookie_flags = (flags, flags + "; Secure")
+        clear = "=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
+        self._cookie_clear = (clear.encode(), (clear + "; Secure").encode())
+
+    def secure(self, scope: Scope) -> bool:
+        """Whether this request's cookies are ``Secure``: as ``cookie_secure``
+        says, else when the client used https (or wss). A browser keeps a
+        ``Secure`` cookie from an https page only, and no client sends one
+        over plain http: there, every request would be a newcomer."""
+        if self._secure is not None:
+            return self._secure
+        if self._scheme(scope) in SECURE_SCHEMES:
+            return True
+        if not self._warned:
+            self._warned = True
+            logger.warning(
+                "queuegate: a gated page is served over plain http, so the rooms' cookies are set "
+                "without Secure (over https they have it). Behind a TLS proxy, let the server trust "
+                "its X-Forwarded-Proto (or list it in trusted_proxies), or force Secure with "
+                "cookie_secure=True (QUEUEGATE_COOKIE_SECURE=true)."
+            )
+        return False
 
     def set_cookie(
         self,
+        scope: Scope,
         room: Room,
         visitor: str,
         user_hash: str | None,
@@ -94,7 +130,8 @@ class Visitors:
         seen_ms: int = 0,
     ) -> tuple[bytes, bytes]:
         token = self.tokens.issue(room.name, visitor, user_hash, until_ms, binding, place, seen_ms)
-        return (b"set-cookie", room.cookie + f"={token}{self._cookie_flags}".encode())
+        flags = self._cookie_flags[self.secure(scope)]
+        return (b"set-cookie", room.cookie + f"={token}{flags}".encode())
 
     def _client(self, scope: Scope) -> bytes:
         """What a bound cookie is bound to: the client's network and/or agent."""
@@ -106,8 +143,8 @@ class Visitors:
         network = b"" if self._network is None else self._network(scope).encode()
         return network + b"|" + agent
 
-    def clear_cookie(self, room: Room) -> tuple[bytes, bytes]:
-        return (b"set-cookie", room.cookie + self._cookie_clear.encode())
+    def clear_cookie(self, scope: Scope, room: Room) -> tuple[bytes, bytes]:
+        return (b"set-cookie", room.cookie + self._cookie_clear[self.secure(scope)])
 
     async def _user(self, scope: Scope) -> str | None:
         assert self.identify is not None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
@@ -205,21 +206,24 @@ async def running(app: ASGIApp) -> AsyncIterator[None]:
 
 
 @contextmanager
-def served(app: ASGIApp) -> Iterator[str]:
+def served(app: ASGIApp, verify: ssl.SSLContext | None = None, **options: Any) -> Iterator[str]:
     """``app`` served by a real uvicorn (asyncio loop, lifespan on) in a
-    thread of this process; yields its base URL."""
+    thread of this process; yields its base URL. ``options`` go to
+    ``uvicorn.Config``; with ``ssl_certfile`` the URL is https, checked
+    with ``verify``."""
     import threading
 
     import uvicorn
 
     port = free_port()
-    config = uvicorn.Config(app, port=port, log_level="warning", lifespan="on", loop="asyncio")
+    config = uvicorn.Config(app, port=port, log_level="warning", lifespan="on", loop="asyncio", **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    base = f"{'https' if 'ssl_certfile' in options else 'http'}://127.0.0.1:{port}"
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/")
-        yield f"http://127.0.0.1:{port}"
+        wait_for_http(f"{base}/", verify=True if verify is None else verify)
+        yield base
     finally:
         server.should_exit = True
         thread.join(10)
@@ -254,12 +258,12 @@ def chromium_or_skip() -> str:
     return found
 
 
-def wait_for_http(url: str, seconds: float = 20.0) -> None:
+def wait_for_http(url: str, seconds: float = 20.0, verify: ssl.SSLContext | bool = True) -> None:
     """Until a server we started answers ``url`` (any status)."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            httpx.get(url)
+            httpx.get(url, verify=verify)
             return
         except httpx.TransportError:
             assert time.monotonic() < deadline, f"nothing answered {url} within {seconds} s"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import anyio
 import httpx
@@ -15,12 +17,16 @@ from queuegate import Room
 from queuegate.embedded import free_port
 
 from .conftest import MakeGate, client_for, wait_for_http
+from .test_failure import black_hole  # noqa: F401 (a fixture)
 
 SALE = Room("sale", paths=["/checkout*"], rate=2, per=60.0)
+MARGIN = 1.0  # seconds of scheduling slack on a loaded 2-core machine
 
 
-def cli(*args: str, url: str | None) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, url: str | None, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
+    env.pop("FORCE_COLOR", None)
+    env.update(extra)
     if url:
         env["QUEUEGATE_REDIS_URL"] = url
     return subprocess.run(
@@ -53,9 +59,81 @@ async def test_list_and_show(busy_room: str) -> None:
     assert shown["analytics"]["waits"]["admitted"]["count"] == 2
     assert sum(minute["joined"] for minute in shown["analytics"]["minutes"]) == 3  # a minute may turn
     text = cli("show", "sale", url=busy_room).stdout
-    assert "rate: 2" in text
-    assert "waits of those admitted: 2 (p50 2 s" in text
+    assert re.search(r"^ +rate +2 visitors every 1 min$", text, re.MULTILINE)
+    assert "waits of those admitted: 2 (p50 2.5 s" in text
     assert "waits of those who gave up: 0" in text
+
+
+@pytest.mark.anyio
+async def test_numbers_read_with_their_units_and_plain_text_when_piped(busy_room: str) -> None:
+    text = cli("show", "sale", url=busy_room).stdout
+    # No raw values: no epoch milliseconds, flags as numbers, -1 or empty fields.
+    assert not re.search(r"\d{13}|: -1\b|sliding|p95_ms +-1|health_reason *$", text, re.MULTILINE), text
+    assert re.search(r"^ +session +10 min, fixed$", text, re.MULTILINE)
+    assert re.search(r"^ +wait at the back +\d+ (min|s)( \d+ s)?$", text, re.MULTILINE)
+    assert re.search(r"^ +admitting +2 a minute lately$", text, re.MULTILINE)
+    assert re.search(r"^ +opens_at +—$", text, re.MULTILINE)
+    assert re.search(r"\(Redis time \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", text)
+    assert re.search(r", until \d\d:\d\d:\d\d UTC \(in \d+ (min|s)( \d+ s)?\)$", text, re.MULTILINE)
+    header, row = cli("list", url=busy_room).stdout.splitlines()
+    assert re.fullmatch(r"sale +open +3 +2 +2 a minute +\d+ (min|s)( \d+ s)? +2 +0", row), row
+    for output in (text, header, row):
+        assert "\x1b[" not in output
+        assert output == output.rstrip() + ("\n" if output is text else "")
+    # On a terminal (rich takes FORCE_COLOR as one), in colour.
+    coloured = cli("list", url=busy_room, FORCE_COLOR="1").stdout
+    assert "\x1b[" in coloured
+    assert json.loads(cli("list", "--json", url=busy_room, FORCE_COLOR="1").stdout)[0]["room"] == "sale"
+
+
+def test_help_is_plain_text() -> None:
+    for args in ((), ("show",), ("simulate",), ("set",)):
+        shown = cli(*args, "--help", url=None)
+        assert shown.returncode == 0
+        assert shown.stdout.startswith("usage: queuegate")
+        assert not re.search(r"``|:class:|:func:|\.\. ", shown.stdout), shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("simulate", "--url", "http://x", "--patience", "40", "5"), "--patience: MIN (40) must not be more"),
+        (("simulate", "--url", "http://x", "--give-up", "1.5"), "--give-up: must be from 0 to 1, got '1.5'"),
+        (("simulate", "--url", "http://x", "--visitors", "0"), "--visitors: must be 1 or more, got '0'"),
+        (("simulate", "--url", "http://x", "--max-seconds", "-1"), "--max-seconds: must be more than 0"),
+        (("simulate", "--url", "localhost:8000/checkout"), "--url: must be an http:// or https:// URL"),
+        (("show", "sale", "--minutes", "-3"), "--minutes: must be from 1 to 2880, got '-3'"),
+        (("show", "sale", "--minutes", "soon"), "--minutes: must be a whole number, got 'soon'"),
+        (("show", "sale", "--visitors", "-1"), "--visitors: must be from 0 to 1000"),
+        (("--timeout", "0", "list"), "--timeout: must be more than 0, got '0'"),
+        (("--timeout", "nan", "list"), "--timeout: must be a finite number"),
+        (("--prefix", "a b", "list"), "--prefix: must be 1-32 letters"),
+        (("serve-admin", "--port", "70000"), "--port: must be from 1 to 65535"),
+    ],
+)
+def test_one_clear_error_per_bad_option(args: tuple[str, ...], message: str) -> None:
+    result = cli(*args, url="redis://127.0.0.1:1/0")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.anyio
+async def test_timeout_bounds_every_call_against_a_silent_server(black_hole: str) -> None:  # noqa: F811
+    """A server that accepts and never answers: each command gives up after
+    --timeout (it took 7.1 s for show and 18.3 s for list with --timeout 1)."""
+
+    def timed(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+        start = time.monotonic()
+        result = cli(*args, url=black_hole)
+        return result, time.monotonic() - start
+
+    _, startup = await anyio.to_thread.run_sync(timed, "--help")
+    for args in (("show", "sale"), ("list",), ("set", "sale", "--rate", "3"), ("seed", "sale")):
+        result, elapsed = await anyio.to_thread.run_sync(timed, "--timeout", "1", *args)
+        assert result.returncode == 1
+        assert "no answer within 1 s" in result.stderr
+        assert elapsed < startup + 1 + MARGIN, (args, elapsed, startup)
 
 
 @pytest.mark.anyio

@@ -3,6 +3,7 @@ waits, an admitted one passes."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,46 @@ async def test_fastapi_shop(redis_url: str) -> None:
         await gate.store.aclose()
 
 
+@pytest.fixture
+def fastapi_shop(redis_url: str) -> Iterator[str]:
+    """The FastAPI example run as its docstring says, over plain http."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
+    env.update(
+        QUEUEGATE_REDIS_URL=redis_url, QUEUEGATE_SECRET_KEY=SECRET, QUEUEGATE_ADMIN_SECRET="choose-a-long-one"
+    )
+    command = [sys.executable, "-m", "uvicorn", "examples.fastapi_shop:create_app", "--factory"]
+    command += ["--port", str(port), "--log-level", "warning"]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_fastapi_shop_over_plain_http_as_its_docstring_says(fastapi_shop: str) -> None:
+    # httpx, like any client, sends no Secure cookie over http: the cookies
+    # must not be Secure there, or every request is a new visitor.
+    a, b, c = (httpx.Client(base_url=fastapi_shop) for _ in range(3))
+    with a, b, c:
+        assert a.get("/checkout").json()["checkout"] == "your turn"
+        assert b.get("/checkout").status_code == 200
+        assert c.get("/checkout", headers={"accept": "application/json"}).json()["position"] == 1
+        assert a.post("/checkout").json() == {"order": "placed"}  # a's slot goes to c
+        assert c.get("/checkout").json()["checkout"] == "your turn"
+        assert b.post("/checkout").json() == {"order": "placed"}
+    # The console's virtual visitors against it (before: 5 admitted, the rest
+    # errors "unexpected state 'none'"): 5 every 10 s, the rest still waiting.
+    command = [sys.executable, "-m", "queuegate", "simulate", "--url", f"{fastapi_shop}/tickets/7/buy"]
+    command += ["--visitors", "8", "--give-up", "0", "--max-seconds", "3", "--json"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["admitted"], summary["still_waiting"], summary["errors"]) == (5, 3, 0), summary
+
+
 async def test_django_site_with_its_session_feeding_identify(redis_url: str) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "examples.django_site.settings")
     from examples.django_site.asgi import create_app
@@ -74,7 +115,6 @@ def behind_proxy(redis_url: str) -> Iterator[int]:
         **os.environ,
         "QUEUEGATE_REDIS_URL": redis_url,
         "QUEUEGATE_SECRET_KEY": SECRET,
-        "QUEUEGATE_COOKIE_SECURE": "false",
     }
     command = [sys.executable, "-m", "uvicorn", "examples.behind_proxy:create_app", "--factory"]
     command += ["--root-path", "/shop", "--port", str(port), "--log-level", "warning"]

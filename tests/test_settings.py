@@ -112,6 +112,16 @@ def test_open_methods_from_the_environment_and_the_deprecated_methods_warn() -> 
     assert old.match("/checkout", "PUT") is None
 
 
+@pytest.mark.parametrize(
+    ("raw", "value"), [(None, None), ("auto", None), ("AUTO", None), ("true", True), ("off", False)]
+)
+def test_cookie_secure_follows_the_request_unless_set(raw: str | None, value: bool | None) -> None:
+    environ = {} if raw is None else {"QUEUEGATE_COOKIE_SECURE": raw}
+    assert Settings.load(environ, secret_key=SECRET, rooms=[ROOM]).cookie_secure is value
+    with pytest.raises(ConfigError, match="cookie_secure"):
+        Settings.load({}, secret_key=SECRET, rooms=[ROOM], cookie_secure="yes")
+
+
 def test_code_wins_over_the_environment() -> None:
     environ = {"QUEUEGATE_SECRET_KEY": SECRET, "QUEUEGATE_TIMEOUT": "2"}
     gate = QueueGate(ok_app, rooms=[ROOM], redis="redis://x", timeout=0.1, environ=environ)
