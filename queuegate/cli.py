@@ -19,7 +19,7 @@ from typing import Any
 
 from .settings import ROOM_SETTINGS, ConfigError
 from .simulate import Progress, simulate
-from .store import Store, StoreError, UnknownRoom, connect, redacted
+from .store import Store, StoreError, UnknownRoom, connect, operator_name, redacted
 
 __all__ = ["main"]
 
@@ -181,12 +181,12 @@ async def _set(store: Store, args: argparse.Namespace) -> str:
 
 
 async def _release(store: Store, args: argparse.Namespace) -> str:
-    done = await store.release(args.room, args.visitor)
+    done = await store.release(args.room, args.visitor, who=store.actor)
     return f"{args.visitor}: {'released' if done else 'held no place'}"
 
 
 async def _remove(store: Store, args: argparse.Namespace) -> str:
-    done = await store.leave(args.room, args.visitor)
+    done = await store.leave(args.room, args.visitor, who=store.actor)
     # Either way every process drops its copy of the visitor's admission.
     return f"{args.visitor}: {'removed' if done else 'held no place in Redis; any copy revoked'}"
 
@@ -200,6 +200,7 @@ async def _drain(store: Store, args: argparse.Namespace) -> str:
 async def _seed(store: Store, args: argparse.Namespace) -> str:
     stats = await store.stats(args.room)
     seed = await store.seed(args.room)
+    await store.note(args.room, "reveal seed", {"seed_sha256": stats["seed_sha256"]})
     if args.json:
         return json.dumps({"room": args.room, "seed": seed, "seed_sha256": stats["seed_sha256"]})
     return f"seed {seed}\nsha256 {stats['seed_sha256']}"
@@ -217,7 +218,8 @@ COMMANDS: dict[str, Callable[[Store, argparse.Namespace], Awaitable[str]]] = {
 
 
 async def _run(args: argparse.Namespace, url: str) -> str:
-    store = Store(connect(url, args.timeout), args.prefix)
+    # Every change is logged in its room's activity log under this name.
+    store = Store(connect(url, args.timeout), args.prefix, actor=operator_name("console"))
     try:
         return await COMMANDS[args.command](store, args)
     finally:

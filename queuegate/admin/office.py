@@ -204,8 +204,7 @@ class BackOffice:
         if unknown:
             raise ConfigError(f"cannot set {', '.join(unknown)} here")
         await self.store.stats(name)  # an unknown room fails here, before anything is written
-        await self.store.configure(name, **changes)
-        await activity.record(self.store, who, name, "settings", changes)
+        await self.store.configure(name, who=who, **changes)  # logged by the same call
         return JSONResponse({"room": name, **await self.store.stats(name)})
 
     async def visitor_action(self, request: Request, who: str) -> Response:
@@ -215,15 +214,13 @@ class BackOffice:
             raise ConfigError("visitor must be a visitor id (from the lists above)")
         await self.store.stats(name)
         change = self.store.release if action == "release" else self.store.leave
-        held = await change(name, visitor)
-        await activity.record(self.store, who, name, action, {"visitor": visitor, "held_a_place": held})
+        held = await change(name, visitor, who=who)
         return JSONResponse({"room": name, "visitor": visitor, "held_a_place": held})
 
     async def drain(self, request: Request, who: str) -> Response:
         name = request.path_params["room"]
         await self.store.stats(name)
-        removed = await self.store.drain(name)
-        await activity.record(self.store, who, name, "drain", {"removed": removed})
+        removed = await self.store.drain(name, who=who)
         return JSONResponse({"room": name, "removed": removed})
 
     async def seed(self, request: Request, who: str) -> Response:
@@ -231,7 +228,7 @@ class BackOffice:
         name = request.path_params["room"]
         stats = await self.store.stats(name)
         seed = await self.store.seed(name)
-        await activity.record(self.store, who, name, "reveal seed", {"seed_sha256": stats["seed_sha256"]})
+        await self.store.note(name, "reveal seed", {"seed_sha256": stats["seed_sha256"]}, who=who)
         return JSONResponse({"room": name, "seed": seed, "seed_sha256": stats["seed_sha256"]})
 
     async def start_simulation(self, request: Request, who: str) -> Response:
