@@ -43,6 +43,7 @@ class Progress:
     limited: int = 0  # answers 429 (client_limit), each waited out and retried
     waits: list[float] = field(default_factory=list)
     last_error: str = ""
+    error_reasons: dict[str, int] = field(default_factory=dict)  # reason -> how many
 
     @property
     def done(self) -> int:
@@ -79,9 +80,13 @@ async def simulate(
     seed: int | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     progress: Progress | None = None,
+    leave: bool = False,
 ) -> Progress:
     """Run ``visitors`` virtual visitors against ``url``; a share ``give_up``
-    of them leaves after a patience drawn from ``patience`` (seconds). Pass
+    of them leaves after a patience drawn from ``patience`` (seconds): with
+    ``leave``, by pressing the page's "Leave the line" (the room counts it
+    at once), else silently, as a closed tab (the room counts it once the
+    visitor has been silent its ``abandon`` and reaches the front). Pass
     ``progress`` to watch the counts from elsewhere while it runs."""
     rng = random.Random(seed)
     progress = progress or Progress(visitors)
@@ -98,10 +103,12 @@ async def simulate(
                 # run's shared connections; the transport outlives it.
                 browser = httpx.AsyncClient(transport=transport, timeout=10.0)
                 try:
-                    await _visit(browser, url, leaves, deadline, progress)
+                    await _visit(browser, url, leaves, deadline, progress, leave)
                 except (httpx.HTTPError, ValueError, KeyError) as exc:
                     progress.errors += 1
                     progress.last_error = f"{type(exc).__name__}: {exc}"
+                    reason = f"{type(exc).__name__}: {str(exc)[:120] or 'no message'}"
+                    progress.error_reasons[reason] = progress.error_reasons.get(reason, 0) + 1
                 if on_progress is not None:
                     on_progress(progress)
 
@@ -110,7 +117,12 @@ async def simulate(
 
 
 async def _visit(
-    browser: httpx.AsyncClient, url: str, leaves: float | None, deadline: float, progress: Progress
+    browser: httpx.AsyncClient,
+    url: str,
+    leaves: float | None,
+    deadline: float,
+    progress: Progress,
+    leave: bool = False,
 ) -> None:
     arrived = time.monotonic()
     headers = {"accept": "application/json"}
@@ -131,6 +143,8 @@ async def _visit(
         progress.admitted += 1
         progress.waits.append(0.0)
         return
+    if "json" not in response.headers.get("content-type", ""):
+        raise ValueError(f"{response.status_code} from the page, not the gate's JSON: is the path gated?")
     data = response.json()
     if data.get("state") == "challenge":
         # A proof of work first, as the page does (in a thread: it hashes).
@@ -154,6 +168,9 @@ async def _visit(
             now = time.monotonic()
             if leaves is not None and now + pause - arrived >= leaves:
                 await asyncio.sleep(max(0.0, arrived + leaves - now))
+                if leave:  # the gate's endpoints sit side by side: .../status/<room>, .../leave/<room>
+                    where, room = status_url.rsplit("/status/", 1)
+                    await browser.post(f"{where}/leave/{room}", headers=headers)
                 progress.gave_up += 1
                 return
             if now + pause > deadline:

@@ -240,6 +240,7 @@ class BackOffice:
         visitors = options.get("visitors", 200)
         path = options.get("path", "/")
         give_up = options.get("give_up", 0.3)
+        leave = options.get("leave", True)
         if (
             isinstance(visitors, bool)
             or not isinstance(visitors, int)
@@ -250,6 +251,8 @@ class BackOffice:
             raise ConfigError("path must be a path on the site, like /checkout")
         if isinstance(give_up, bool) or not isinstance(give_up, (int, float)) or not 0 <= give_up <= 1:
             raise ConfigError("give_up must be between 0 and 1")
+        if not isinstance(leave, bool):
+            raise ConfigError("leave must be true (they press Leave the line) or false (they close the tab)")
         self.simulation = Progress(visitors)
         self.simulation_task = asyncio.create_task(
             simulate(
@@ -258,21 +261,29 @@ class BackOffice:
                 concurrency=min(visitors, 200),
                 give_up=give_up,
                 progress=self.simulation,
+                leave=leave,
             )
         )
-        details = {"visitors": visitors, "path": path, "give_up": give_up}
+        details = {"visitors": visitors, "path": path, "give_up": give_up, "leave": leave}
         await activity.record(self.store, who, "-", "virtual visitors", details)
         return JSONResponse({"running": True, **details})
 
     def _simulation(self) -> dict[str, Any] | None:
         if self.simulation is None:
             return None
+        progress = self.simulation
         running = self.simulation_task is not None and not self.simulation_task.done()
+        reasons = sorted(progress.error_reasons.items(), key=lambda pair: -pair[1])
         return {
             "running": running,
-            "started": self.simulation.started,
-            "waiting": self.simulation.waiting,
-            **self.simulation.summary(),
+            "started": progress.started,
+            "waiting": progress.waiting,
+            # Every visitor is in one of these: not started yet (at most
+            # `concurrency` run at once), asking for the page, waiting, done.
+            "not_started": progress.visitors - progress.started,
+            "arriving": progress.started - progress.waiting - progress.done,
+            "error_reasons": [{"reason": reason, "count": count} for reason, count in reasons[:5]],
+            **progress.summary(),
         }
 
     async def aclose(self) -> None:
