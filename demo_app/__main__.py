@@ -8,8 +8,10 @@ its token, and which Redis it uses.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import secrets
+import socket
 import sys
 
 import uvicorn
@@ -44,6 +46,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the back office's token (default: $QUEUEGATE_DEMO_ADMIN_TOKEN, else a random one)",
     )
     args = parser.parse_args(argv)
+    busy = _port_taken(args.host, args.port)
+    if busy:
+        print(
+            f"queuegate demo: cannot listen on {args.host}:{args.port} ({busy}); "
+            f"another program (another demo?) has it. Try --port {args.port + 1}.",
+            file=sys.stderr,
+        )
+        return 1
 
     url = os.environ.get("QUEUEGATE_REDIS_URL")
     server = None
@@ -80,6 +90,20 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.close()
     return 0
+
+
+def _port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on, or None when it can: checked
+    before anything is printed or started (uvicorn would print nothing
+    useful and exit after the demo's URLs pointed at the other program)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return "in use" if exc.errno == errno.EADDRINUSE else str(exc.strerror or exc)
+    return None
 
 
 if __name__ == "__main__":

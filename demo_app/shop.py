@@ -31,7 +31,31 @@ from .admin import ShopControls
 STOCK = 100
 RATE, PER = 2, 10.0
 EVENTS = {"jazz-night": "Jazz night", "rock-arena": "Rock in the arena", "opera-gala": "Opera gala"}
-SALE_MINUTES = 15
+SALE_MINUTES = 60.0
+# A visitor silent this long (closed the tab) loses their place: short, so
+# that the demo's drop-off shows within a minute or two (the default is 300 s).
+ABANDON = 60.0
+# The rooms' titles in the visitor's language (English where not given).
+CHECKOUT_TITLE = {
+    "en": "Limited sneakers checkout",
+    "de": "Kasse: limitierte Sneaker",
+    "fr": "Caisse : baskets en édition limitée",
+    "es": "Pago: zapatillas de edición limitada",
+    "ko": "한정판 스니커즈 결제",
+    "ja": "限定スニーカーのお会計",
+    "zh_Hans": "限量球鞋结账",
+    "ar": "الدفع: أحذية رياضية بإصدار محدود",
+}
+TICKETS_TITLE = {
+    "en": "Event tickets",
+    "de": "Tickets",
+    "fr": "Billets",
+    "es": "Entradas",
+    "ko": "공연 티켓",
+    "ja": "チケット",
+    "zh_Hans": "门票",
+    "ar": "تذاكر الحفلات",
+}
 
 # DECR is atomic: two checkouts can never both take the last item.
 TAKE_ONE = """
@@ -56,6 +80,12 @@ nav a { margin-right: 1rem; }
 """
 
 
+ENDED = (
+    "<h1>The sale has ended</h1><div class='card'><p>Thank you for coming. "
+    "<a href='/tickets'>Tickets</a> are still on sale.</p></div>"
+)
+
+
 def page(title: str, body: str, script: str = "") -> HTMLResponse:
     return HTMLResponse(
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
@@ -77,13 +107,15 @@ def create_app(
     target_ms: int = 0,
     admin_token: str | None = None,
     base_url: str | None = None,
+    sale_minutes: float = SALE_MINUTES,
 ) -> ASGIApp:
     """The shop, gated. ``base_url`` (where it is served) lets the back office
-    send virtual visitors to it."""
+    send virtual visitors to it. The sale ends ``sale_minutes`` after the
+    start, when the countdown shows 0:00: the checkout says so from then on."""
     db = aioredis.Redis.from_url(redis_url)
     take_one = db.register_script(TAKE_ONE)
     stock_key = "demo:stock"
-    sale_ends = time.time() + SALE_MINUTES * 60
+    sale_ends = time.time() + sale_minutes * 60
 
     async def stock_left() -> int:
         value = await db.get(stock_key)
@@ -95,24 +127,30 @@ def create_app(
     async def home(request: Request) -> Response:
         left = await stock_left()
         ends_in = max(0, int(sale_ends - time.time()))
+        if not ends_in:
+            return page("Flash sale", ENDED)
         return page(
             "Flash sale",
-            f"<h1>Flash sale</h1><div class='card'><p class='muted'>The sale ends in</p>"
+            f"<h1>Flash sale</h1><div class='card' id='sale'><p class='muted'>The sale ends in</p>"
             f"<p class='countdown' id='countdown' data-left='{ends_in}'>"
             f"{ends_in // 60}:{ends_in % 60:02d}</p>"
             f"<h2>Limited sneakers</h2><p class='price'>€49</p><p class='muted'>{left} of {stock} left. "
             f"The checkout lets {rate} people in every {per:g} seconds; "
-            "everyone else waits in a fair line.</p>"
+            "everyone else waits in a fair line. Leave the line, or be silent for "
+            f"{ABANDON:g} seconds (a closed tab), and your place goes to the next.</p>"
             "<a class='button' href='/checkout'>Buy now</a></div>",
+            # At 0:00 the sale is over here too: the checkout says so from then on.
             "<script>(function(){var e=document.getElementById('countdown'),t=Date.now()+"
-            "1000*Number(e.getAttribute('data-left'));setInterval(function(){var s=Math.max(0,"
+            "1000*Number(e.getAttribute('data-left'));var i=setInterval(function(){var s=Math.max(0,"
             "Math.round((t-Date.now())/1000));e.textContent=Math.floor(s/60)+':'+String(s%60)"
-            ".padStart(2,'0');},1000);})();</script>",
+            ".padStart(2,'0');if(!s){clearInterval(i);location.reload();}},1000);})();</script>",
         )
 
     delay = {"ms": 0.0}  # the back office's switch: a slow checkout
 
     async def checkout(request: Request) -> Response:
+        if time.time() >= sale_ends:
+            return page("The sale has ended", ENDED)
         if delay["ms"]:
             await asyncio.sleep(delay["ms"] / 1000)
         left = await stock_left()
@@ -125,8 +163,12 @@ def create_app(
         )
 
     async def buy(request: Request) -> Response:
-        left = int(await take_one(keys=[stock_key]))
         ticket = admission(request)
+        if time.time() >= sale_ends:
+            if ticket is not None:
+                await ticket.release()
+            return page("The sale has ended", ENDED)
+        left = int(await take_one(keys=[stock_key]))
         if ticket is not None:
             await ticket.release()  # the order is placed: the next visitor may enter at once
         if left < 0:
@@ -147,9 +189,7 @@ def create_app(
 
     async def ticket(request: Request) -> Response:
         slug = request.path_params["event"]
-        title = EVENTS.get(slug)
-        if title is None:
-            return page("No such event", "<h1>No such event</h1>")
+        title = EVENTS[slug]  # the room's accept= let only these through
         if request.method == "POST":
             ticket = admission(request)
             if ticket is not None:
@@ -187,7 +227,7 @@ def create_app(
     rooms = [
         Room(
             "checkout",
-            title="Limited sneakers checkout",
+            title=CHECKOUT_TITLE,
             paths=["/checkout*"],
             rate=rate,
             per=per,
@@ -195,8 +235,18 @@ def create_app(
             # With a target, the rate follows the checkout's health (the back
             # office can slow the checkout down to show it).
             target=Health(p95_ms=target_ms, floor=1, ceiling=200) if target_ms else None,
+            abandon=ABANDON,
         ),
-        Room("ticket-{event}", title="Tickets", paths=["/tickets/{event}/buy"], capacity=3, session=120),
+        # An event not on sale is a 404 from the gate: no room, no line.
+        Room(
+            "ticket-{event}",
+            title=TICKETS_TITLE,
+            paths=["/tickets/{event}/buy"],
+            capacity=3,
+            session=120,
+            abandon=ABANDON,
+            accept=lambda values: values["event"] in EVENTS,
+        ),
     ]
     return QueueGate(
         shop,

@@ -9,9 +9,14 @@ Room patterns are written as the app routes (``/checkout*``, no prefix); the
 waiting page's links carry the prefix, so they go back through the proxy.
 With ``trusted_proxies`` the per-client limit counts the real client from
 X-Forwarded-For.
+
+Needs uvicorn: ``pip install "queuegate[examples]"``. Its keys have a prefix
+of their own (``example-proxy``, or $QUEUEGATE_PREFIX).
 """
 
 from __future__ import annotations
+
+import os
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,5 +38,9 @@ def create_app(**gate_options: object) -> QueueGate:
     app = Starlette(
         routes=[Route("/", home), Route("/checkout", checkout), Route("/checkout/{step}", checkout)]
     )
-    options: dict[str, object] = {"trusted_proxies": ["10.0.0.0/8", "127.0.0.1"], **gate_options}
+    options: dict[str, object] = {
+        "trusted_proxies": ["10.0.0.0/8", "127.0.0.1"],
+        "prefix": os.environ.get("QUEUEGATE_PREFIX", "example-proxy"),
+        **gate_options,
+    }
     return QueueGate(app, rooms=[Room("sale", paths=["/checkout*"], rate=1, per=30)], **options)  # type: ignore[arg-type]

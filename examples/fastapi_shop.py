@@ -1,6 +1,11 @@
 """FastAPI behind queuegate: a room on a route (a dependency) and a room per
 event by path patterns (the middleware alone).
 
+Needs FastAPI and uvicorn: ``pip install "queuegate[examples]"``. Its keys
+have a prefix of their own (``example-fastapi``, or $QUEUEGATE_PREFIX), so
+it shares a Redis with the other examples and the demo without sharing
+their rooms.
+
     export QUEUEGATE_REDIS_URL=redis://localhost:6379/0
     export QUEUEGATE_SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
     export QUEUEGATE_ADMIN_SECRET=choose-a-long-one    # the back office at /admin/
@@ -45,7 +50,8 @@ def create_app(admin_secret: str | None = None, **gate_options: object) -> Queue
         Room("ticket-{event}", paths=["/tickets/{event}/buy*"], rate=5, per=10),
     ]
     # Settings not given here come from QUEUEGATE_* variables.
-    gate = QueueGate(app, rooms=rooms, **gate_options)  # type: ignore[arg-type]
+    options = {"prefix": os.environ.get("QUEUEGATE_PREFIX", "example-fastapi"), **gate_options}
+    gate = QueueGate(app, rooms=rooms, **options)  # type: ignore[arg-type]
     # The back office, on the gate's store, behind a sign-in with one secret
     # (or auth=: your own sign-in). Without either it refuses everyone.
     secret = admin_secret or os.environ.get("QUEUEGATE_ADMIN_SECRET")

@@ -25,7 +25,7 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 from .connections import Client
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
 from .scripts import SCRIPTS, SEEDING, script
-from .settings import Room
+from .settings import ConfigError, Room
 
 __all__ = ["FAILURES", "RedisClock", "RoomRef", "ScriptCalls", "StoreError", "UnknownRoom"]
 
@@ -213,6 +213,8 @@ class ScriptCalls:
         except RedisError as exc:
             if str(exc).startswith("UNKNOWN_ROOM"):
                 raise UnknownRoom(f"no room named {name!r} has been used yet") from None
+            if str(exc).startswith("REFUSED "):  # a script refused the change, and made none
+                raise ConfigError(str(exc).removeprefix("REFUSED ")) from None
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         except FAILURES as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc

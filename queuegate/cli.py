@@ -33,7 +33,7 @@ from .calls import FAILURES
 from .console import UNKNOWN, clock, count, duration, milliseconds, per_minute, percent, show
 from .settings import ROOM_SETTINGS, ConfigError
 from .simulate import Progress, simulate
-from .store import Store, StoreError, UnknownRoom, connect, redacted
+from .store import Store, StoreError, UnknownRoom, connect, operator_name, redacted
 
 __all__ = ["main"]
 
@@ -483,12 +483,12 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
 
 
 async def _release(ask: Bounded, args: argparse.Namespace) -> Output:
-    done = await ask(ask.store.release(args.room, args.visitor))
+    done = await ask(ask.store.release(args.room, args.visitor, who=ask.store.actor))
     return f"{args.visitor}: {'released' if done else 'held no place'}"
 
 
 async def _remove(ask: Bounded, args: argparse.Namespace) -> Output:
-    done = await ask(ask.store.leave(args.room, args.visitor))
+    done = await ask(ask.store.leave(args.room, args.visitor, who=ask.store.actor))
     # Either way every process drops its copy of the visitor's admission.
     return f"{args.visitor}: {'removed' if done else 'held no place in Redis; any copy revoked'}"
 
@@ -503,6 +503,7 @@ async def _drain(ask: Bounded, args: argparse.Namespace) -> Output:
 async def _seed(ask: Bounded, args: argparse.Namespace) -> Output:
     stats = await ask(ask.store.stats(args.room))
     seed = await ask(ask.store.seed(args.room))
+    await ask(ask.store.note(args.room, "reveal seed", {"seed_sha256": stats["seed_sha256"]}))
     if args.json:
         return json.dumps({"room": args.room, "seed": seed, "seed_sha256": stats["seed_sha256"]})
     return f"seed {seed}\nsha256 {stats['seed_sha256']}"
@@ -520,7 +521,8 @@ COMMANDS: dict[str, Callable[[Bounded, argparse.Namespace], Awaitable[Output]]] 
 
 
 async def _run(args: argparse.Namespace, url: str) -> Output:
-    store = Store(connect(url, args.timeout), args.prefix, args.timeout)
+    # Every change is logged in its room's activity log under this name.
+    store = Store(connect(url, args.timeout), args.prefix, args.timeout, actor=operator_name("console"))
     try:
         return await COMMANDS[args.command](Bounded(store, args.timeout), args)
     finally:

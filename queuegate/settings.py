@@ -179,7 +179,8 @@ class Room:
         # Tuples keep a Room hashable (derived rooms are cached by it).
         object.__setattr__(self, "paths", tuple(self.paths))
         object.__setattr__(self, "open_methods", tuple(m.upper() for m in self.open_methods))
-        if isinstance(self.title, Mapping):
+        # A tuple of pairs: the stored form, as a template's derived rooms get it.
+        if isinstance(self.title, (Mapping, tuple)):
             titles = dict(self.title)
             for code, text in titles.items():
                 check_language(f"{where}: title language", code)

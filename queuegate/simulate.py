@@ -127,9 +127,13 @@ async def simulate(
     seed: int | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     progress: Progress | None = None,
+    leave: bool = False,
 ) -> Progress:
     """Run ``visitors`` virtual visitors against ``url``; a share ``give_up``
-    of them leaves after a patience drawn from ``patience`` (seconds). Pass
+    of them leaves after a patience drawn from ``patience`` (seconds): with
+    ``leave``, by pressing the page's "Leave the line" (the room counts it
+    at once), else silently, as a closed tab (the room counts it once the
+    visitor has been silent its ``abandon`` and reaches the front). Pass
     ``progress`` to watch the counts from elsewhere while it runs."""
     rng = random.Random(seed)
     progress = progress or Progress(visitors)
@@ -148,7 +152,7 @@ async def simulate(
                 # run's shared connections; the transport outlives it.
                 browser = httpx.AsyncClient(transport=transport, timeout=10.0)
                 try:
-                    await _Visit(browser, url, leaves, deadline, progress).run()
+                    await _Visit(browser, url, leaves, deadline, progress, leave).run()
                 except VisitError as exc:
                     progress.error(str(exc))
                 except httpx.HTTPError as exc:
@@ -171,12 +175,20 @@ class _Visit:
     """One visitor, from arrival to admission (or giving up)."""
 
     def __init__(
-        self, browser: httpx.AsyncClient, url: str, leaves: float | None, deadline: float, progress: Progress
+        self,
+        browser: httpx.AsyncClient,
+        url: str,
+        leaves: float | None,
+        deadline: float,
+        progress: Progress,
+        leave: bool = False,
     ) -> None:
         self.browser = browser
         self.url = url
         self.plain_http = urlsplit(url).scheme == "http"
         self.leaves = leaves
+        self.leave = leave  # press "Leave the line" on giving up (else go silent)
+        self.status_url = ""
         self.deadline = deadline
         self.progress = progress
         self.arrived = time.monotonic()
@@ -197,6 +209,10 @@ class _Visit:
         now = time.monotonic()
         if self.leaves is not None and now + pause - self.arrived >= self.leaves:
             await asyncio.sleep(max(0.0, self.arrived + self.leaves - now))
+            if self.leave and self.status_url:
+                # The gate's endpoints sit side by side: .../status/<room>, .../leave/<room>.
+                where, room = self.status_url.rsplit("/status/", 1)
+                await self.browser.post(f"{where}/leave/{room}", headers=self.headers)
             raise _TimeUp(patience=True)
         if now + pause > self.deadline:
             raise _TimeUp(patience=False)
@@ -276,7 +292,7 @@ class _Visit:
         await self._wait(data)
 
     async def _wait(self, data: dict[str, Any]) -> None:
-        status_url = urljoin(self.url, data["status_url"])
+        status_url = self.status_url = urljoin(self.url, data["status_url"])
         pause = float(data.get("poll_after_seconds", 5))
         self.progress.waiting += 1
         try:

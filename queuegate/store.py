@@ -11,7 +11,11 @@ calls on the wire. Every script that can move the line runs
 from __future__ import annotations
 
 import asyncio
+import getpass
 import hashlib
+import json
+import os
+import socket
 import time
 from collections.abc import Sequence
 from functools import lru_cache
@@ -28,13 +32,24 @@ from .invalidations import Invalidations
 from .joins import Joins
 from .outcomes import Outcome, decode, decode_joins, text
 from .pipeline import pack
+from .scripts import constant
 from .settings import ConfigError, Room, check_room_setting
 from .ticker import Tick, Ticker
 
 # connect, redacted and Client live in queuegate.connections, StoreError and
 # UnknownRoom in queuegate.calls; named here too, where callers have always
 # imported them from.
-__all__ = ["Client", "Outcome", "RoomRef", "Store", "StoreError", "UnknownRoom", "connect", "redacted"]
+__all__ = [
+    "Client",
+    "Outcome",
+    "RoomRef",
+    "Store",
+    "StoreError",
+    "UnknownRoom",
+    "connect",
+    "operator_name",
+    "redacted",
+]
 
 FAR_FROM = 1000  # visitors at this rank or further back may be answered from a view
 FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
@@ -43,12 +58,31 @@ FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
 SETTLED_MARGIN_MS = 10
 
 
+# The entries a room's activity log keeps (written in activity.lua).
+ACTIVITY_KEEP = int(constant("activity.lua", "ACTIVITY_KEEP"))
+
+
+def operator_name(source: str) -> str:
+    """Who changes rooms from this process, for their activity log:
+    ``source`` with the system user and host, ``console (ada@ops-1)``."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name in some containers
+        user = f"uid {os.getuid()}"
+    return f"{source} ({user}@{socket.gethostname()})"
+
+
 class Store:
     """The rooms' state in one Redis (or cluster) under ``prefix``.
 
     Each operation is a call to a room script (see ``queuegate.calls``:
     one automatically pipelined connection per server), or reads of the
     copies Redis keeps coherent in this process.
+
+    Operators' changes (``configure``, ``drain``, and ``release`` or
+    ``leave`` with ``who=``) are logged in the room's activity log by the
+    call that makes them (activity.lua), under ``who`` or, by default,
+    ``actor``: the console, the back office and the app's own code alike.
     """
 
     def __init__(
@@ -59,10 +93,12 @@ class Store:
         *,
         local_admissions: bool = True,
         far_from: int | None = FAR_FROM,
+        actor: str | None = None,
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.timeout = timeout
+        self.actor = actor or operator_name(f"code, pid {os.getpid()}")
         # The calls to the room scripts, and Redis's time as their replies
         # teach it.
         self.calls = ScriptCalls(client, prefix, timeout)
@@ -309,30 +345,33 @@ class Store:
         numbers = [int(value) for value in reply[2:]]
         return int(reply[0]), text(reply[1]), list(zip(numbers[0::2], numbers[1::2], strict=True))
 
-    async def release(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
-        """The protected action is done: free the slot for the next in line."""
-        return await self._remove(room, visitor, "released", now)
+    async def release(self, room: RoomRef, visitor: str, *, now: int | None = None, who: str = "") -> bool:
+        """The protected action is done: free the slot for the next in line.
+        ``who``: the operator who does it, for the activity log."""
+        return await self._remove(room, visitor, "released", now, who)
 
-    async def leave(self, room: RoomRef, visitor: str, *, now: int | None = None) -> bool:
-        """The visitor gives up their place (waiting or active)."""
-        return await self._remove(room, visitor, "left", now)
+    async def leave(self, room: RoomRef, visitor: str, *, now: int | None = None, who: str = "") -> bool:
+        """The visitor gives up their place (waiting or active); ``who``: the
+        operator who takes it away, for the activity log."""
+        return await self._remove(room, visitor, "left", now, who)
 
-    async def _remove(self, room: RoomRef, visitor: str, why: str, now: int | None) -> bool:
+    async def _remove(self, room: RoomRef, visitor: str, why: str, now: int | None, who: str) -> bool:
         name = room if isinstance(room, str) else room.name
         self.admissions.forget(name, visitor)
         try:
-            return bool(await self._call("remove", room, now, visitor, why))
+            return bool(await self._call("remove", room, now, visitor, why, who))
         finally:
             # This process's next polls see the line it changed (the others
             # drop theirs when they hear of it).
             self.fronts.forget(name)
 
-    async def drain(self, room: RoomRef, *, now: int | None = None) -> int:
-        """Empty the line; active sessions run on. Returns how many lost their place."""
+    async def drain(self, room: RoomRef, *, now: int | None = None, who: str | None = None) -> int:
+        """Empty the line; active sessions run on. Returns how many lost their
+        place. Logged under ``who`` (by default, ``actor``)."""
         name = room if isinstance(room, str) else room.name
         self.far_back.forget(name)
         try:
-            return int(await self._call("drain", room, now))
+            return int(await self._call("drain", room, now, who or self.actor))
         finally:
             self.fronts.forget(name)
 
@@ -377,10 +416,14 @@ class Store:
                 out[key] = int(float(value))
         return out
 
-    async def configure(self, room: RoomRef, *, now: int | None = None, **changes: Any) -> None:
+    async def configure(
+        self, room: RoomRef, *, now: int | None = None, who: str | None = None, **changes: Any
+    ) -> None:
         """Change run-time settings (seconds for durations); ``None`` resets one
         to the room's default from code. ``seed=...`` sets the lottery's secret.
-        Everything is checked before anything is written."""
+        Everything is checked before anything is written: a health target
+        for a room without one in code is refused (ConfigError), as nothing
+        would measure it. Logged under ``who`` (by default, ``actor``)."""
         pairs: list[str] = []
         for name, value in changes.items():
             if name == "pinned":
@@ -398,10 +441,25 @@ class Store:
         if pairs:
             name = room if isinstance(room, str) else room.name
             self.far_back.forget(name)
+            shown = {key: "(secret)" if key == "seed" else value for key, value in changes.items()}
+            details = json.dumps(shown, default=str)
             try:
-                await self._call("configure", room, now, *pairs)
+                await self._call("configure", room, now, who or self.actor, details, *pairs)
             finally:
                 self.fronts.forget(name)
+
+    async def note(
+        self, room: RoomRef, action: str, details: dict[str, Any], *, who: str | None = None
+    ) -> None:
+        """Log in the room's activity log what an operator did that changes
+        nothing in the line (revealing the seed, say)."""
+        await self._call("note", room, None, who or self.actor, action, json.dumps(details, default=str))
+
+    async def activity(self, room: str, count: int = 50) -> list[dict[str, Any]]:
+        """The room's activity log, newest first: who changed what, and when
+        (``at``, Redis time in ms), whatever they changed it from."""
+        raw = await self.guard(self.client.lrange(self._base(room) + "activity", 0, count - 1))
+        return [{**json.loads(item), "room": room} for item in raw]
 
     async def seed(self, room: RoomRef) -> str | None:
         """The room's secret seed, to publish after the draw so anyone can check it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -81,3 +82,71 @@ def test_python_m_demo_app_serves_the_gate_and_stops_on_ctrl_c() -> None:
             process.wait(5)
         if process.stdout is not None:
             process.stdout.close()
+
+
+def test_a_busy_port_is_refused_before_anything_is_printed_or_started() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
+        result = subprocess.run(
+            [sys.executable, "-m", "demo_app", "--port", str(port)],
+            capture_output=True, text=True, env=env, timeout=30,
+        )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stdout == ""  # no shop URL, no back office pointing at the other program
+    assert f"cannot listen on 127.0.0.1:{port} (in use)" in result.stderr
+    assert f"--port {port + 1}" in result.stderr
+    assert "Errno" not in result.stderr
+
+
+async def test_an_unknown_event_is_a_404_before_any_room_exists(redis_url: str) -> None:
+    app = create_app(redis_url)
+    async with running(app), client_for(app) as visitor:
+        unknown = await visitor.get("/tickets/no-such-event/buy")
+        assert unknown.status_code == 404
+        known = await visitor.get("/tickets/jazz-night/buy")
+        assert known.status_code == 200
+        assert "Jazz night" in known.text
+    with redis.Redis.from_url(redis_url) as client:
+        assert client.keys("qg:{ticket-no-such-event}*") == []
+        assert client.keys("qg:{ticket-jazz-night}:state") != []
+
+
+async def test_after_the_countdown_the_sale_is_over_everywhere(redis_url: str) -> None:
+    app = create_app(redis_url, sale_minutes=0)
+    async with running(app), client_for(app) as visitor:
+        home = await visitor.get("/")
+        assert "The sale has ended" in home.text
+        assert "Buy now" not in home.text
+        assert "The sale has ended" in (await visitor.get("/checkout")).text
+        bought = await visitor.post("/checkout/buy")
+        assert "The sale has ended" in bought.text
+        assert "Order placed" not in bought.text
+    with redis.Redis.from_url(redis_url) as client:
+        assert client.get("demo:stock") == b"100"  # nothing taken
+
+
+async def test_room_titles_follow_the_visitor_s_language(redis_url: str) -> None:
+    app = create_app(redis_url, rate=1, per=60.0)
+    async with running(app), client_for(app) as first:
+        await first.get("/checkout")  # the one place of the minute
+        for language, title in (("ko", "한정판 스니커즈 결제"), ("ar", "الدفع: أحذية رياضية بإصدار محدود")):
+            async with client_for(app) as visitor:
+                page = await visitor.get("/checkout", headers={"accept-language": language})
+                assert page.status_code == 503  # the waiting page
+                assert f'lang="{language}"' in page.text
+                assert title in page.text
+                assert "Limited sneakers checkout" not in page.text
+
+
+async def test_korean_pages_break_between_words(redis_url: str) -> None:
+    app = create_app(redis_url, rate=1, per=60.0)
+    async with running(app), client_for(app) as first, client_for(app) as second:
+        await first.get("/checkout")
+        page = await second.get("/checkout", headers={"accept-language": "ko"})
+        left = await second.post("/_queuegate/leave/checkout", headers={"accept-language": "ko"})
+    for body in (page.text, left.text):
+        assert 'lang="ko"' in body
+        assert ":lang(ko), :lang(ja), :lang(zh) { word-break: keep-all;" in body

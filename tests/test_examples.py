@@ -140,3 +140,47 @@ def test_starlette_behind_a_proxy_prefix(behind_proxy: int) -> None:
     stranger = raw_request(behind_proxy, request_bytes("GET", "/checkout/.."))
     assert stranger.startswith(b"HTTP/1.1 503")
     assert oracle(stranger) == []
+
+
+async def test_django_login_without_a_user_is_a_400_with_a_form(redis_url: str) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "examples.django_site.settings")
+    from examples.django_site.asgi import create_app
+
+    gate = create_app(secret_key=SECRET, redis=redis_url, environ={})
+    try:
+        async with client_for(gate) as visitor:
+            for params in ({}, {"user": "  "}):
+                page = await visitor.get("/login", params=params)
+                assert page.status_code == 400
+                assert "<input name='user' required>" in page.text
+            shown = await visitor.get("/login", params={"user": "<b>eve</b>"})
+            assert shown.text == "signed in as &lt;b&gt;eve&lt;/b&gt;"
+    finally:
+        await gate.store.aclose()
+
+
+async def test_each_example_keeps_its_rooms_apart_and_names_its_extra(redis_url: str) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "examples.django_site.settings")
+    from examples import behind_proxy, fastapi_shop
+    from examples.django_site import asgi
+
+    gates = [
+        module.create_app(secret_key=SECRET, redis=redis_url, environ={})
+        for module in (fastapi_shop, asgi, behind_proxy)
+    ]
+    try:
+        # Each has a "sale" room; on one Redis they must not be one line.
+        assert sorted(gate.store.prefix for gate in gates) == [
+            "example-django",
+            "example-fastapi",
+            "example-proxy",
+        ]
+    finally:
+        for gate in gates:
+            await gate.store.aclose()
+    extras = (ROOT / "pyproject.toml").read_text()
+    assert 'examples = [\n    "queuegate[embedded]",' in extras
+    for needed in ('"fastapi>=', '"django>=', '"uvicorn[standard]>='):
+        assert needed in extras.split("examples = [", 1)[1].split("]\n", 1)[0]
+    for module in (fastapi_shop, asgi, behind_proxy):
+        assert 'pip install "queuegate[examples]"' in (module.__doc__ or "")

@@ -1,5 +1,14 @@
 """The ASGI entry: Django's app behind QueueGate. The signed-in user (from
-Django's session cookie) holds one place per room across devices."""
+Django's session cookie) holds one place per room across devices.
+
+Needs Django and uvicorn: ``pip install "queuegate[examples]"``, then
+
+    export QUEUEGATE_REDIS_URL=redis://localhost:6379/0
+    export QUEUEGATE_SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
+    uvicorn examples.django_site.asgi:application
+
+Its keys have a prefix of their own (``example-django``, or $QUEUEGATE_PREFIX).
+"""
 
 from __future__ import annotations
 
@@ -29,7 +38,8 @@ def django_user(request: Request) -> str | None:
 
 def create_app(**gate_options: Any) -> QueueGate:
     rooms = [Room("sale", capacity=1, session=300), Room("ticket-{event}", rate=2, per=10)]
-    return QueueGate(get_asgi_application(), rooms=rooms, identify=django_user, **gate_options)
+    options = {"prefix": os.environ.get("QUEUEGATE_PREFIX", "example-django"), **gate_options}
+    return QueueGate(get_asgi_application(), rooms=rooms, identify=django_user, **options)
 
 
 if os.environ.get("QUEUEGATE_REDIS_URL"):

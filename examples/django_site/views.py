@@ -1,13 +1,23 @@
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.utils.html import escape
 
 from queuegate.integrations.django import gated
 
+SIGN_IN = (
+    "<!doctype html><title>Sign in</title>"
+    "<p>Name a user to sign in as (this stands for your own sign-in).</p>"
+    "<form action='/login'><label>user <input name='user' required></label> <button>Sign in</button></form>"
+)
+
 
 def login(request: HttpRequest) -> HttpResponse:
-    request.session["user_id"] = request.GET["user"]
-    return HttpResponse(f"signed in as {request.GET['user']}")
+    user = request.GET.get("user", "").strip()
+    if not user:
+        return HttpResponseBadRequest(SIGN_IN)
+    request.session["user_id"] = user
+    return HttpResponse(f"signed in as {escape(user)}")
 
 
 @gated("sale")

@@ -1,8 +1,10 @@
-"""The back office's activity log: who changed what, and when.
+"""The back office's activity list: who changed what, and when.
 
-One capped Redis list per prefix (``<prefix>:admin:activity``, newest first,
-the last ``KEEP`` changes), shared by every process that serves the back
-office, written after each change succeeds.
+Changes to a room are logged by the call that makes them, in the room's
+own log (``Store.activity``; activity.lua), whether they come from the
+console, the back office or the app's code. What concerns no one room (a
+run of virtual visitors) goes in one capped list per prefix,
+``<prefix>:admin:activity``. This module reads them together.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..store import Store
+from ..store import ACTIVITY_KEEP, Store
 
-KEEP = 1000
+KEEP = ACTIVITY_KEEP
 
 
 def _key(store: Store) -> str:
@@ -20,6 +22,7 @@ def _key(store: Store) -> str:
 
 
 async def record(store: Store, who: str, room: str, action: str, details: dict[str, Any]) -> dict[str, Any]:
+    """Log what concerns no one room (``room`` "-" for none)."""
     entry = {"at": store.redis_now_ms(), "who": who, "room": room, "action": action, "details": details}
     key = _key(store)
     await store.guard(store.client.lpush(key, json.dumps(entry)))
@@ -29,8 +32,12 @@ async def record(store: Store, who: str, room: str, action: str, details: dict[s
 
 async def latest(store: Store, count: int = 50, room: str | None = None) -> list[dict[str, Any]]:
     """The newest ``count`` entries (of one room, if given), newest first."""
-    raw = await store.guard(store.client.lrange(_key(store), 0, KEEP - 1 if room else count - 1))
-    entries = [json.loads(item) for item in raw]
     if room is not None:
-        entries = [entry for entry in entries if entry["room"] == room]
+        return await store.activity(room, count)
+    raw = await store.guard(store.client.lrange(_key(store), 0, count - 1))
+    entries = [json.loads(item) for item in raw]
+    for name in await store.room_names():
+        entries += await store.activity(name, count)
+    # Stable: entries of one log at the same millisecond keep their order.
+    entries.sort(key=lambda entry: -entry["at"])
     return entries[:count]

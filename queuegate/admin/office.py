@@ -204,8 +204,7 @@ class BackOffice:
         if unknown:
             raise ConfigError(f"cannot set {', '.join(unknown)} here")
         await self.store.stats(name)  # an unknown room fails here, before anything is written
-        await self.store.configure(name, **changes)
-        await activity.record(self.store, who, name, "settings", changes)
+        await self.store.configure(name, who=who, **changes)  # logged by the same call
         return JSONResponse({"room": name, **await self.store.stats(name)})
 
     async def visitor_action(self, request: Request, who: str) -> Response:
@@ -215,15 +214,13 @@ class BackOffice:
             raise ConfigError("visitor must be a visitor id (from the lists above)")
         await self.store.stats(name)
         change = self.store.release if action == "release" else self.store.leave
-        held = await change(name, visitor)
-        await activity.record(self.store, who, name, action, {"visitor": visitor, "held_a_place": held})
+        held = await change(name, visitor, who=who)
         return JSONResponse({"room": name, "visitor": visitor, "held_a_place": held})
 
     async def drain(self, request: Request, who: str) -> Response:
         name = request.path_params["room"]
         await self.store.stats(name)
-        removed = await self.store.drain(name)
-        await activity.record(self.store, who, name, "drain", {"removed": removed})
+        removed = await self.store.drain(name, who=who)
         return JSONResponse({"room": name, "removed": removed})
 
     async def seed(self, request: Request, who: str) -> Response:
@@ -231,7 +228,7 @@ class BackOffice:
         name = request.path_params["room"]
         stats = await self.store.stats(name)
         seed = await self.store.seed(name)
-        await activity.record(self.store, who, name, "reveal seed", {"seed_sha256": stats["seed_sha256"]})
+        await self.store.note(name, "reveal seed", {"seed_sha256": stats["seed_sha256"]}, who=who)
         return JSONResponse({"room": name, "seed": seed, "seed_sha256": stats["seed_sha256"]})
 
     async def start_simulation(self, request: Request, who: str) -> Response:
@@ -243,6 +240,7 @@ class BackOffice:
         visitors = options.get("visitors", 200)
         path = options.get("path", "/")
         give_up = options.get("give_up", 0.3)
+        leave = options.get("leave", True)
         if (
             isinstance(visitors, bool)
             or not isinstance(visitors, int)
@@ -253,6 +251,8 @@ class BackOffice:
             raise ConfigError("path must be a path on the site, like /checkout")
         if isinstance(give_up, bool) or not isinstance(give_up, (int, float)) or not 0 <= give_up <= 1:
             raise ConfigError("give_up must be between 0 and 1")
+        if not isinstance(leave, bool):
+            raise ConfigError("leave must be true (they press Leave the line) or false (they close the tab)")
         self.simulation = Progress(visitors)
         self.simulation_task = asyncio.create_task(
             simulate(
@@ -261,21 +261,29 @@ class BackOffice:
                 concurrency=min(visitors, 200),
                 give_up=give_up,
                 progress=self.simulation,
+                leave=leave,
             )
         )
-        details = {"visitors": visitors, "path": path, "give_up": give_up}
+        details = {"visitors": visitors, "path": path, "give_up": give_up, "leave": leave}
         await activity.record(self.store, who, "-", "virtual visitors", details)
         return JSONResponse({"running": True, **details})
 
     def _simulation(self) -> dict[str, Any] | None:
         if self.simulation is None:
             return None
+        progress = self.simulation
         running = self.simulation_task is not None and not self.simulation_task.done()
+        reasons = sorted(progress.reasons.items(), key=lambda pair: -pair[1])
         return {
             "running": running,
-            "started": self.simulation.started,
-            "waiting": self.simulation.waiting,
-            **self.simulation.summary(),
+            "started": progress.started,
+            "waiting": progress.waiting,
+            # Every visitor is in one of these: not started yet (at most
+            # `concurrency` run at once), asking for the page, waiting, done.
+            "not_started": progress.visitors - progress.started,
+            "arriving": progress.started - progress.waiting - progress.done,
+            "error_reasons": [{"reason": reason, "count": count} for reason, count in reasons[:5]],
+            **progress.summary(),
         }
 
     async def aclose(self) -> None:

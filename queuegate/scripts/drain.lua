@@ -1,6 +1,8 @@
 -- drain: empty the line. Everyone waiting loses their place (counted as
 -- 'drained'); active sessions run on. Runs after advance.
 --
+-- ARGV[4] who asks (the room's activity log: activity.lua)
+--
 -- Returns the number of visitors removed from the line.
 
 advance()
@@ -14,4 +16,5 @@ if n > 0 then
 end
 settled = true
 save_state()
+note_activity(ARGV[4] or '', 'drain', '{"removed":' .. n .. '}')
 return n

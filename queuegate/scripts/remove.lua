@@ -5,6 +5,8 @@
 --
 -- ARGV[4] visitor id
 -- ARGV[5] counter to increment in the state hash ('released' or 'left')
+-- ARGV[6] the operator who asks, for the room's activity log (activity.lua);
+--         "" (the visitor's own release or leave): no entry
 --
 -- Returns 1 if the visitor held a place (waiting or active), else 0.
 
@@ -29,4 +31,6 @@ if held > 0 then
 end
 settled = true
 save_state()
+note_activity(ARGV[6] or '', ARGV[5] == 'left' and 'remove' or 'release',
+  '{"visitor":' .. cjson.encode(id) .. ',"held_a_place":' .. (held > 0 and 'true' or 'false') .. '}')
 return held > 0 and 1 or 0

@@ -42,34 +42,39 @@
   function share(x) { return x === null || x === undefined ? "–" : Math.round(x * 100) + " %"; }
 
   // -- the rooms table ------------------------------------------------------
+  var LABELS = ["room", "status", "waiting", "active", "admitted / min", "wait at back", "median wait",
+    "gave up", "rate / per s", "capacity", "target p95 ms", "health", ""];
   function roomRow(room) {
     var tr = el("tr", { "data-room": room.room });
     if (room.room === selected) tr.className = "selected";
-    var name = el("td"); var pick = el("button", { type: "button", "class": "quiet", "aria-label": "Show room " + room.room }, room.room);
+    var cell = function (attrs, text) {
+      var td = el("td", Object.assign({ "data-label": LABELS[tr.children.length] }, attrs || {}), text);
+      tr.appendChild(td); return td;
+    };
+    var pick = el("button", { type: "button", "class": "quiet", "aria-label": "Show room " + room.room }, room.room);
     pick.addEventListener("click", function () { select(room.room); });
-    name.appendChild(pick); tr.appendChild(name);
-    var st = el("td"); st.appendChild(el("span", { "class": "pill " + room.status }, room.status)); tr.appendChild(st);
-    var w = room.waits;
-    [room.waiting, room.active, room.per_minute.toFixed(1), seconds(room.eta_back_ms), seconds(w.admitted_p50_ms),
-      w.gave_up, share(w.estimate_share) + (w.estimate_checked ? " of " + w.estimate_checked : "")]
-      .forEach(function (v) { tr.appendChild(el("td", {}, v)); });
+    cell().appendChild(pick);
     var label = function (what) { return what + " of " + room.room; };
-    var rate = el("td");
+    // The status shown is the control that changes it.
+    var sel = el("select", { name: "status", "class": "pill " + room.status, "aria-label": label("status") });
+    STATUSES.forEach(function (s) { sel.appendChild(el("option", s === room.status ? { value: s, selected: "" } : { value: s }, s)); });
+    cell().appendChild(sel);
+    var w = room.waits;
+    [room.waiting, room.active, room.per_minute.toFixed(1), seconds(room.eta_back_ms), seconds(w.admitted_p50_ms), w.gave_up]
+      .forEach(function (v) { cell({}, v); });
+    var rate = cell({ "class": "pair" });
     var r = el("input", { type: "number", min: "0", value: room.rate, name: "rate", "aria-label": label("rate") });
     var per = el("input", { type: "number", min: "0.1", step: "0.1", value: room.per / 1000, name: "per", "aria-label": label("interval in seconds") });
-    rate.appendChild(r); rate.appendChild(document.createTextNode(" / ")); rate.appendChild(per); tr.appendChild(rate);
-    var capCell = el("td"); var cap = el("input", { type: "number", min: "0", value: room.capacity, name: "capacity", "aria-label": label("capacity") });
-    capCell.appendChild(cap); tr.appendChild(capCell);
-    var tgtCell = el("td"); var target = el("input", { type: "number", min: "0", step: "50", value: room.target_ms, name: "target_ms", "aria-label": label("target p95 in ms") });
-    tgtCell.appendChild(target); tr.appendChild(tgtCell);
+    rate.appendChild(r); rate.appendChild(document.createTextNode(" / ")); rate.appendChild(per);
+    var cap = el("input", { type: "number", min: "0", value: room.capacity, name: "capacity", "aria-label": label("capacity") });
+    cell().appendChild(cap);
+    var target = el("input", { type: "number", min: "0", step: "50", value: room.target_ms, name: "target_ms", "aria-label": label("target p95 in ms") });
+    cell().appendChild(target);
     var health = room.target_ms > 0
-      ? "p95 " + (room.p95_ms < 0 ? "–" : room.p95_ms + " ms") + (room.pinned ? " · pinned" : "") + " · " + room.health_reason
-      : "fixed";
-    tr.appendChild(el("td", { "class": "note" }, health));
-    var stCell = el("td"); var sel = el("select", { name: "status", "aria-label": label("status") });
-    STATUSES.forEach(function (s) { sel.appendChild(el("option", s === room.status ? { value: s, selected: "" } : { value: s }, s)); });
-    stCell.appendChild(sel); tr.appendChild(stCell);
-    var act = el("td"); var apply = el("button", { type: "button", "aria-label": "Apply to " + room.room }, "Apply");
+      ? "p95 " + (room.p95_ms < 0 ? "– (no responses measured yet)" : room.p95_ms + " ms") + (room.pinned ? " · pinned" : "") + (room.health_reason ? " · " + room.health_reason : "")
+      : "fixed: no target";
+    cell({ "class": "note health" }, health);
+    var apply = el("button", { type: "button", "aria-label": "Apply to " + room.room }, "Apply");
     apply.addEventListener("click", function () {
       var wanted = { rate: Number(r.value), per: Number(per.value), capacity: Number(cap.value), status: sel.value, target_ms: Number(target.value) };
       var before = { rate: room.rate, per: room.per / 1000, capacity: room.capacity, status: room.status, target_ms: room.target_ms };
@@ -77,7 +82,7 @@
       for (var k in wanted) if (wanted[k] !== before[k]) body[k] = wanted[k];
       change(room.room, "", body);
     });
-    act.appendChild(apply); tr.appendChild(act);
+    cell({ "class": "actions" }).appendChild(apply);
     return tr;
   }
   function change(room, action, body) {
@@ -95,7 +100,8 @@
   // -- charts -----------------------------------------------------------------
   function chart(id, series, data, scales) {
     var node = document.getElementById(id);
-    var width = Math.max(280, node.clientWidth || 480);
+    // As wide as its card, never wider (a phone's card is under 300 px).
+    var width = Math.max(160, node.clientWidth || 320);
     var existing = charts[id];
     if (existing && existing.width === width && existing.series.length === series.length + 1 && existing.room === selected) {
       existing.setData(data);
@@ -103,11 +109,14 @@
       if (existing) existing.destroy();
       clear(node);
       var names = { s: "seconds", ms: "ms", people: "people", per: id === "health-chart" ? "admission" : "per minute" };
-      var axes = [{}, { scale: series[0].scale, label: names[series[0].scale] }];
+      // Times as the clock shows them, with room for each label (uPlot's
+      // default puts a date under some and lets them run into each other).
+      var axes = [{ space: 90, values: clockLabels }, { scale: series[0].scale, label: names[series[0].scale] }];
       if (scales) axes.push({ side: 1, scale: scales, label: names[scales], grid: { show: false } });
       existing = charts[id] = new uPlot({ width: width, height: 220, series: [{}].concat(series), axes: axes,
         scales: { x: { time: true } }, legend: { live: true } }, data, node);
       existing.room = selected;
+      node.uplot = existing; // for the layout test's look at the axes
     }
     // At least SPAN seconds on the x axis, so that a first point or two do
     // not stretch it over years.
@@ -116,6 +125,10 @@
       var last = t[t.length - 1];
       existing.setScale("x", { min: Math.min(t[0], last - span), max: last + span / 40 });
     }
+  }
+  function clockLabels(u, splits, axis, space, increment) {
+    var options = increment < 60 ? { hour: "2-digit", minute: "2-digit", second: "2-digit" } : { hour: "2-digit", minute: "2-digit" };
+    return splits.map(function (t) { return new Date(t * 1000).toLocaleTimeString([], options); });
   }
   function drawLive() {
     var d = live[selected] || [[], [], [], [], [], []];
@@ -304,10 +317,7 @@
       else if (selected) { drawLive(); if (ticks % 2 === 0) loadDetail(); }
       document.getElementById("clock").textContent = "live · " + new Date(d.now).toLocaleTimeString();
       document.getElementById("simulate").hidden = !d.virtual_visitors;
-      var s = d.simulation;
-      if (s) document.getElementById("sim-status").textContent = s.running
-        ? "running: " + s.admitted + " admitted, " + s.waiting + " waiting, " + s.gave_up + " gave up, " + s.errors + " errors (of " + s.visitors + ")"
-        : "last run: " + s.admitted + " admitted, " + s.gave_up + " gave up, " + s.errors + " errors; median wait " + (s.wait_p50_s === null ? "–" : s.wait_p50_s + " s");
+      simulationStatus(d.simulation);
       ticks += 1;
     }).catch(function (err) { document.getElementById("clock").textContent = "offline: " + err.message; });
     api("GET", "api/activity?count=30").then(function (d) {
@@ -315,6 +325,16 @@
     }).catch(function () {});
   }
 
+  function simulationStatus(s) {
+    if (!s) return;
+    var counts = s.admitted + " admitted, " + s.waiting + " waiting, " + s.gave_up + " gave up, " + s.errors + " errors";
+    document.getElementById("sim-status").textContent = s.running
+      ? "Running, of " + s.visitors + ": " + counts + "; " + s.arriving + " asking for the page, " + s.not_started
+        + " not started yet (200 run at once)."
+      : "Last run, of " + s.visitors + ": " + counts + "; median wait " + (s.wait_p50_s === null ? "–" : s.wait_p50_s + " s") + ".";
+    var list = clear(document.getElementById("sim-errors"));
+    s.error_reasons.forEach(function (e) { list.appendChild(el("li", {}, e.count + " × " + e.reason)); });
+  }
   function controls(row) { return Array.prototype.slice.call(row.querySelectorAll("button, input, select")); }
   // A field being typed in, or one changed and not applied yet, holds the
   // table still; a focused button does not.
@@ -349,7 +369,8 @@
   document.getElementById("sim-form").addEventListener("submit", function (event) {
     event.preventDefault();
     api("POST", "api/simulate", { visitors: Number(document.getElementById("sim-visitors").value),
-      path: document.getElementById("sim-path").value, give_up: Number(document.getElementById("sim-give-up").value) })
+      path: document.getElementById("sim-path").value, give_up: Number(document.getElementById("sim-give-up").value),
+      leave: document.getElementById("sim-leave").checked })
       .then(function () { say("Virtual visitors launched."); refresh(); })
       .catch(function (err) { say(err.message, true); });
   });

@@ -1,0 +1,120 @@
+"""Every operator's change is logged where it is made (the room's activity
+log, written by the script that changes the room), so that the back office
+lists changes from the console and the app's code beside its own; and a
+health target nothing would measure is refused, in both."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from queuegate import ConfigError, Health, Room, Store
+from queuegate.store import ACTIVITY_KEEP, connect
+
+from .test_admin import SECRET, mounted, signed_in
+
+pytestmark = pytest.mark.anyio
+
+FIXED = Room("fixed", paths=["/f"], rate=1, per=60.0)
+ADAPTIVE = Room("adaptive", paths=["/a"], rate=5, per=1.0, target=Health(p95_ms=400))
+
+
+def console(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
+    env["QUEUEGATE_REDIS_URL"] = url
+    return subprocess.run(
+        [sys.executable, "-m", "queuegate", *args], capture_output=True, text=True, env=env, timeout=30
+    )
+
+
+async def test_console_changes_reach_the_back_office_s_activity(store: Store, redis_url: str) -> None:
+    for i in range(4):
+        await store.enter(FIXED, f"v{i}")  # one in, three waiting
+    assert console(redis_url, "set", "fixed", "--rate", "3", "--status", "paused").returncode == 0
+    assert console(redis_url, "remove", "fixed", "v1").returncode == 0
+    assert console(redis_url, "release", "fixed", "v0").returncode == 0
+    assert console(redis_url, "drain", "fixed", "--yes").returncode == 0
+    assert console(redis_url, "seed", "fixed").returncode == 0
+    async with signed_in(mounted(store, secret=SECRET)) as office:
+        log = (await office.get("/ops/api/activity")).json()["activity"]
+        room_log = (await office.get("/ops/api/rooms/fixed")).json()["activity"]
+    assert [entry["action"] for entry in log] == ["reveal seed", "drain", "release", "remove", "settings"]
+    assert room_log == log
+    assert all(entry["who"].startswith("console (") and entry["room"] == "fixed" for entry in log)
+    assert log[-1]["details"] == {"rate": 3, "status": "paused"}
+    assert log[1]["details"] == {"removed": 2}
+    assert log[2]["details"] == {"visitor": "v0", "held_a_place": True}
+    assert log[3]["details"] == {"visitor": "v1", "held_a_place": True}
+    assert [entry["at"] for entry in log] == sorted((entry["at"] for entry in log), reverse=True)
+
+
+async def test_the_app_s_own_changes_are_logged_and_visitors_own_are_not(store: Store) -> None:
+    await store.enter(FIXED, "a")
+    await store.enter(FIXED, "b")
+    await store.release(FIXED, "a")  # the visitor's own: bought, leaves
+    await store.leave(FIXED, "b")
+    await store.configure(FIXED, capacity=4)
+    await store.configure("fixed", rate=2, who="release script")
+    (by_name, by_code) = await store.activity("fixed")
+    assert (by_name["who"], by_name["details"]) == ("release script", {"rate": 2})
+    assert by_code["who"] == store.actor
+    assert by_code["who"].startswith("code, pid ")
+    assert by_code["details"] == {"capacity": 4}
+
+
+async def test_the_log_is_capped_and_forgotten_with_its_room(store: Store, redis_url: str) -> None:
+    await store.enter(FIXED, "a")
+    for rate in range(ACTIVITY_KEEP + 5):
+        await store.configure(FIXED, rate=rate)
+    log = await store.activity("fixed", ACTIVITY_KEEP + 10)
+    assert len(log) == ACTIVITY_KEEP
+    assert log[0]["details"] == {"rate": ACTIVITY_KEEP + 4}
+    await store.configure(Room("brief", paths=["/b"], rate=1, forget=60.0), rate=2)
+    with redis.Redis.from_url(redis_url) as client:
+        assert 0 < client.pttl("qg:{brief}:activity") <= 60_000
+
+
+async def test_a_health_target_nothing_measures_is_refused(store: Store, redis_url: str) -> None:
+    await store.enter(FIXED, "a")
+    await store.enter(ADAPTIVE, "b")
+    with pytest.raises(ConfigError, match="no health target in code"):
+        await store.configure("fixed", target_ms=300, rate=9)
+    refused = console(redis_url, "set", "fixed", "--target-ms", "300")
+    assert refused.returncode == 2
+    assert "target=Health(p95_ms=300)" in refused.stderr
+    async with signed_in(mounted(store, secret=SECRET)) as office:
+        answer = await office.post("/ops/api/rooms/fixed", json={"target_ms": 300})
+        assert answer.status_code == 400
+        assert "no app process measures its responses" in answer.json()["error"]
+        # Nothing was written, nothing logged.
+        assert (await office.get("/ops/api/activity")).json()["activity"] == []
+        stats = await store.stats("fixed")
+        assert (stats["target_ms"], stats["rate"]) == (0, 1)
+        # Off is always allowed; a room with a target in code takes a new one.
+        assert (await office.post("/ops/api/rooms/fixed", json={"target_ms": 0})).status_code == 200
+        tuned = await office.post("/ops/api/rooms/adaptive", json={"target_ms": 250})
+        assert tuned.json()["target_ms"] == 250
+    assert console(redis_url, "set", "adaptive", "--target-ms", "300").returncode == 0
+    shown = json.loads(console(redis_url, "show", "adaptive", "--json").stdout)
+    assert shown["target_ms"] == 300
+
+
+async def test_a_room_s_log_survives_another_store(redis_url: str) -> None:
+    # The log is in Redis, not in the process that wrote it.
+    first = Store(connect(redis_url, 5.0), actor="ops bot")
+    try:
+        await first.enter(FIXED, "a")
+        await first.drain(FIXED)
+    finally:
+        await first.aclose()
+    second = Store(connect(redis_url, 5.0))
+    try:
+        (entry,) = await second.activity("fixed")
+    finally:
+        await second.aclose()
+    assert (entry["who"], entry["action"], entry["details"]) == ("ops bot", "drain", {"removed": 0})
