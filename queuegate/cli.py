@@ -645,10 +645,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         print(f"queuegate: cannot reach Redis at {redacted(url or '?')} ({exc})", file=sys.stderr)
         return 1
-    if isinstance(output, str):
-        print(output)
-    else:
-        show(output)
+    try:
+        if isinstance(output, str):
+            print(output)
+        else:
+            show(output)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Piped into a reader that stopped early (`| head`): not an error of
+        # ours; stdout is pointed at nothing so closing it cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -219,3 +219,30 @@ def serve_admin_and_sign_in(redis_url: str) -> None:
     finally:
         server.terminate()
         server.wait(10)
+
+
+@pytest.mark.anyio
+async def test_a_reader_that_stops_early_is_no_error(busy_room: str) -> None:
+    """`queuegate show sale --json --visitors 1000 | head -c 10`: the reader
+    closes the pipe long before the output (over a pipe's 64 KiB) is
+    written; the console ends quietly with status 0."""
+    import asyncio
+
+    import redis.asyncio as aioredis
+
+    async with aioredis.Redis.from_url(busy_room) as plain:
+        await plain.zadd("qg:{sale}:waiting", {f"x{i:05}" * 20: 1000 + i for i in range(1000)})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
+    env["QUEUEGATE_REDIS_URL"] = busy_room
+    command = f"{sys.executable} -m queuegate show sale --json --visitors 1000 | head -c 10"
+    done = await asyncio.to_thread(
+        subprocess.run,
+        ["bash", "-o", "pipefail", "-c", command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout) == 10
+    assert "Traceback" not in done.stderr
