@@ -1,0 +1,298 @@
+"""The health-following room judged over families of backends, in simulated
+time: the plants of ``benchmarks.plants`` (a pool past its knee, latency
+rising smoothly, a heavy tail at any load, fast 503s, a heavy request tens
+of seconds after admission with and without the light pages measured,
+load the gate does not see, slow drift, a target out of reach), each with
+its parameters drawn per seed, against the controller itself
+(``queuegate/scripts/health.lua``) run in a real Redis on simulated clocks.
+
+    python -m benchmarks.families [--seeds 16] [--phase-seconds 120]
+        [--family NAME ...] [--trace FAMILY:SEED] [--json]
+
+Each family runs in three phases of capacity (for most: as drawn, then
+30-50 % of it, then 130-180 %). Each phase's oracle is the best fixed rate
+for that phase alone in the same plant and seed: a sweep of fixed rates,
+each run long enough for its visits to reach a steady state, the highest
+goodput (purchases: visits whose every request succeeded within 3 s) with
+the p95 over the target at most 10 % of the seconds. Printed per family
+and phase, over the seeds: goodput against the oracle (mean and worst
+seed), the share of seconds whose p95 is over the target, the share whose
+error rate is over its maximum, the highest rate against the oracle's
+(this phase's or the last one's, whichever is higher), direction changes
+of the rate a minute in the phase's second half, and the time to reach
+the oracle's rate (within a fifth); for a target out of reach, when it
+was named. A law is judged by its worst family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from queuegate import Health, Room
+from queuegate.embedded import EmbeddedServer, server_binary
+from queuegate.store import Store, connect
+
+from .plants import FAMILIES, Plant, capacity_rate, make_plant
+
+T0 = 1_900_000_000_000  # ms: the simulated clock's start
+LINE = 20_000  # visitors waiting at the start: more than any run admits
+START_RATE = 5  # the adaptive room's rate at the start
+SETTLE_S = 6.0
+MAX_ERRORS = 0.02
+SWEEP = (0.3, 0.45, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25)  # shares of the plant's capacity
+MAX_VISIT_S = 70  # the longest visit of any family: a fixed rate's warm-up
+
+
+@dataclass
+class Run:
+    plant: Plant
+    target_ms: float
+    rates: list[int] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+
+async def simulate(
+    redis_url: str | None, family: str, seed: int, phase_seconds: int, fixed: list[int] | None = None
+) -> Run:
+    """One run of ``family``'s plant for ``seed``: the adaptive room, or a
+    fixed rate for each second (``fixed``; no Redis needed)."""
+    plant, target, extra = make_plant(family, seed, phase_seconds)
+    run = Run(plant, target)
+    # A plant the room can never load comes with the most visitors who
+    # come a second: the room's ceiling, as an operator would set it.
+    ceiling = int(extra["max_rate"]) if "max_rate" in extra else None  # type: ignore[call-overload]
+    seconds = phase_seconds * len(plant.phases) if fixed is None else len(fixed)
+    if fixed is not None:
+        for second in range(seconds):
+            run.rates.append(fixed[second])
+            plant.admit(second, fixed[second])
+            plant.second(second)
+        return run
+    assert redis_url is not None
+    store = Store(connect(redis_url, 5.0), prefix=f"qgsim{time.time_ns()}")
+    try:
+        # Nobody polls in the model: the waiting count as alive for the run.
+        room = Room(
+            "sim",
+            paths=["/shop/*"],
+            rate=START_RATE,
+            per=1.0,
+            abandon=3600.0,
+            client_limit=0,
+            target=Health(p95_ms=target, settle=SETTLE_S, max_error_rate=MAX_ERRORS, ceiling=ceiling),
+        )
+        await store.stats(room, now=T0)
+        keys = store.keys(room.name)
+        await store.client.zadd(keys[1], {f"v{i}": i for i in range(LINE)})
+        await store.client.zadd(keys[2], {f"v{i}": T0 for i in range(LINE)})
+        admitted = 0
+        for second in range(seconds):
+            stats = await store.stats(room, now=T0 + second * 1000)
+            run.rates.append(int(stats["rate"]))
+            run.reasons.append(f"{stats.get('p95_ms')} {stats.get('health_reason')}")
+            plant.admit(second, int(stats["admitted"]) - admitted)  # whom the line let in
+            admitted = int(stats["admitted"])
+            report = plant.second(second)
+            if report.responses or report.started:
+                now = T0 + second * 1000 + 999
+                await store.report(
+                    room,
+                    report.responses,
+                    report.errors,
+                    report.buckets,
+                    report.buckets,
+                    report.in_flight,
+                    report.started,
+                    now=now,
+                )
+        return run
+    finally:
+        await store.aclose()
+
+
+def p95_by_second(served: list[tuple[float, float]], start: int, end: int) -> list[float]:
+    """Each second's p95 of the responses that ended in it (seconds without one: none)."""
+    by: dict[int, list[float]] = {}
+    for at, ms in served:
+        if start <= at < end:
+            by.setdefault(int(at), []).append(ms)
+    out = []
+    for second in range(start, end):
+        values = sorted(by.get(second, []))
+        if values:
+            out.append(values[int(0.95 * (len(values) - 1))])
+    return out
+
+
+def phase_figures(run: Run, start: int, end: int) -> dict[str, float]:
+    plant = run.plant
+    p95s = p95_by_second(plant.served, start, end)
+    errors: dict[int, list[int]] = {}
+    for at, failed in plant.outcomes:
+        if start <= at < end:
+            errors.setdefault(int(at), [0, 0])[failed] += 1
+    error_seconds = [fails / (fails + ok) > MAX_ERRORS for ok, fails in errors.values()]
+    return {
+        "goodput": sum(start <= t < end for t in plant.purchases) / (end - start),
+        "over_target": sum(p > run.target_ms for p in p95s) / max(1, len(p95s)),
+        "over_errors": sum(error_seconds) / max(1, len(error_seconds)),
+    }
+
+
+def oracle(family: str, seed: int, phase: int, phase_seconds: int) -> dict[str, float]:
+    """The best fixed rate for ``phase`` alone: each rate run for a warm-up
+    (visits reach a steady state) and the phase's length, judged on the
+    latter."""
+    plant, _, extra = make_plant(family, seed, phase_seconds)
+    share = plant.phases[phase]
+    most = float(extra.get("max_rate", 0)) or capacity_rate(plant, share)  # type: ignore[arg-type]
+    warm = max(phase_seconds // 3, MAX_VISIT_S)
+    tried = []
+    for rate in sorted({max(1, round(most * s)) for s in SWEEP}):
+        # The whole run at this phase's capacity: phases of `warm + phase_seconds`.
+        run = _steady(family, seed, phase, rate, warm + phase_seconds)
+        figures = phase_figures(run, warm, warm + phase_seconds)
+        tried.append({"rate": rate, **figures})
+    fine = [t for t in tried if t["over_target"] <= 0.10] or tried
+    return max(fine, key=lambda t: t["goodput"])
+
+
+def _steady(family: str, seed: int, phase: int, rate: int, seconds: int) -> Run:
+    plant, target, _ = make_plant(family, seed, seconds)
+    plant.phases = [plant.phases[phase]]
+    if plant.share is not None:
+        level = plant.share(phase * seconds // 3 + seconds // 2)
+        plant.share = lambda second: level
+    run = Run(plant, target)
+    for second in range(seconds):
+        run.rates.append(rate)
+        plant.admit(second, rate)
+        plant.second(second)
+    return run
+
+
+def judge(run: Run, oracles: list[dict[str, float]], phase_seconds: int) -> list[dict[str, float]]:
+    rows = []
+    for index, best in enumerate(oracles):
+        start, end = index * phase_seconds, (index + 1) * phase_seconds
+        figures = phase_figures(run, start, end)
+        rates = run.rates[start:end]
+        before = oracles[index - 1]["rate"] if index else best["rate"]
+        late = rates[len(rates) // 2 :]
+        steps = [b - a for a, b in itertools.pairwise(late) if b != a]
+        turns = sum(1 for a, b in itertools.pairwise(steps) if (a > 0) != (b > 0))
+        reach = next(
+            (i for i, r in enumerate(rates) if 0.8 * best["rate"] <= r <= 1.25 * best["rate"]), phase_seconds
+        )
+        named = next((i for i, reason in enumerate(run.reasons[start:end]) if "out of reach" in reason), None)
+        rows.append(
+            {
+                "goodput_vs_oracle": figures["goodput"] / max(best["goodput"], 0.01),
+                "over_target": figures["over_target"],
+                "over_errors": figures["over_errors"],
+                "max_rate_vs_oracle": max(rates) / max(best["rate"], before),
+                "turns_per_minute": turns / max(1, len(late)) * 60,
+                "reach_s": reach,
+                "named_s": -1 if named is None else named,
+                "oracle_rate": best["rate"],
+            }
+        )
+    return rows
+
+
+async def family_report(redis_url: str, family: str, seeds: int, phase_seconds: int) -> dict[str, Any]:
+    per_seed = []
+    for seed in range(seeds):
+        oracles = [oracle(family, seed, phase, phase_seconds) for phase in range(3)]
+        run = await simulate(redis_url, family, seed, phase_seconds)
+        per_seed.append(judge(run, oracles, phase_seconds))
+    phases = []
+    for index in range(3):
+        rows = [seed_rows[index] for seed_rows in per_seed]
+        phases.append(
+            {
+                "goodput_vs_oracle": round(statistics.mean(r["goodput_vs_oracle"] for r in rows), 3),
+                "goodput_vs_oracle_worst": round(min(r["goodput_vs_oracle"] for r in rows), 3),
+                "over_target": round(statistics.mean(r["over_target"] for r in rows), 3),
+                "over_errors": round(statistics.mean(r["over_errors"] for r in rows), 3),
+                "max_rate_vs_oracle": round(max(r["max_rate_vs_oracle"] for r in rows), 2),
+                "turns_per_minute": round(statistics.mean(r["turns_per_minute"] for r in rows), 2),
+                "reach_s": round(statistics.mean(r["reach_s"] for r in rows), 1),
+                "named_s": max(r["named_s"] for r in rows) if index == 0 else -1,
+                "oracle_rate": round(statistics.mean(r["oracle_rate"] for r in rows), 1),
+            }
+        )
+    return {"family": family, "about": FAMILIES[family].about, "phases": phases}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.families", description=(__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--phase-seconds", type=int, default=120)
+    parser.add_argument("--family", action="append", choices=sorted(FAMILIES), help="(default: all)")
+    parser.add_argument("--trace", metavar="FAMILY:SEED", help="one run's rate and reason, each second")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    families = args.family or list(FAMILIES)
+    with EmbeddedServer(server_binary("path")) as server:
+        if args.trace:
+            name, _, seed = args.trace.partition(":")
+            run = asyncio.run(simulate(server.url, name, int(seed or 0), args.phase_seconds))
+            for second, (rate, reason) in enumerate(zip(run.rates, run.reasons, strict=True)):
+                print(second, rate, reason)
+            return 0
+        results = [
+            asyncio.run(family_report(server.url, f, args.seeds, args.phase_seconds)) for f in families
+        ]
+    if args.json:
+        print(json.dumps({"seeds": args.seeds, "phase_seconds": args.phase_seconds, "families": results}))
+        return 0
+    about = f"{args.seeds} seeds a family, phases of {args.phase_seconds} s"
+    print(f"{about}; goodput against each phase's best fixed rate")
+    heads = (
+        "family",
+        "ph",
+        "oracle/s",
+        "goodput",
+        "worst",
+        "p95>tgt",
+        "err>max",
+        "max rate",
+        "turns/min",
+        "reach s",
+    )
+    widths = (22, 3, 8, 8, 7, 8, 8, 9, 10, 8)
+    print(" ".join(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True)))
+    for result in results:
+        for index, row in enumerate(result["phases"]):
+            label = result["family"] if index == 0 else ""
+            cells = (
+                label,
+                index + 1,
+                f"{row['oracle_rate']:.1f}",
+                f"{row['goodput_vs_oracle']:.2f}",
+                f"{row['goodput_vs_oracle_worst']:.2f}",
+                f"{row['over_target']:.0%}",
+                f"{row['over_errors']:.0%}",
+                f"{row['max_rate_vs_oracle']:.2f}x",
+                f"{row['turns_per_minute']:.1f}",
+                f"{row['reach_s']:.0f}",
+            )
+            print(" ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True)))
+        named = result["phases"][0]["named_s"]
+        if result["family"] == "unreachable":
+            print(f"{'':>22} target out of reach named after {named} s at the latest (-1: never)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

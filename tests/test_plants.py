@@ -1,0 +1,97 @@
+"""The backends the health-following room is judged over
+(benchmarks.plants, benchmarks.families): each family behaves as its
+description says, so that what the family benchmark reports of a law can
+be trusted."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from benchmarks.families import oracle, p95_by_second, phase_figures, simulate
+from benchmarks.plants import POOL_TIMEOUT_S, SHED_MS, Plant, capacity_rate, make_plant
+
+SECONDS = 60
+
+
+def fixed_run(family: str, seed: int, share_of_capacity: float) -> tuple[int, Plant]:
+    plant, _, _ = make_plant(family, seed, SECONDS)
+    rate = max(1, round(capacity_rate(plant, plant.phases[0]) * share_of_capacity))
+    plant.phases = [plant.phases[0]]
+    for second in range(SECONDS):
+        plant.admit(second, rate)
+        plant.second(second)
+    return rate, plant
+
+
+def test_a_pool_under_capacity_serves_at_its_work_time_and_every_visitor_buys() -> None:
+    rate, plant = fixed_run("pool", 3, 0.5)
+    latencies = [ms for at, ms in plant.served if at > 20]
+    work = statistics.median(latencies)
+    assert max(p95_by_second(plant.served, 20, SECONDS)) < 2 * work
+    assert not any(failed for _, failed in plant.outcomes)
+    bought = sum(20 <= t < SECONDS for t in plant.purchases) / (SECONDS - 20)
+    assert bought == pytest.approx(rate, rel=0.15)
+
+
+def test_a_pool_over_capacity_queues_until_requests_fail() -> None:
+    _, plant = fixed_run("pool", 3, 1.5)
+    late = p95_by_second(plant.served, 40, SECONDS)
+    assert min(late) > 1000
+    failed = [ms for (_, ms), (_, bad) in zip(plant.served, plant.outcomes, strict=True) if bad]
+    assert failed
+    assert min(failed) >= POOL_TIMEOUT_S * 1000
+
+
+def test_a_shedding_backend_answers_fast_503s_and_no_slower_successes() -> None:
+    _, plant = fixed_run("shedding", 2, 2.0)
+    pairs = list(zip(plant.served, plant.outcomes, strict=True))
+    shed = [ms for (_, ms), (_, bad) in pairs if bad]
+    served = [ms for (_, ms), (_, bad) in pairs if not bad]
+    assert len(shed) > len(pairs) / 4
+    assert max(shed) == pytest.approx(SHED_MS)
+    _, calm = fixed_run("shedding", 2, 0.5)
+    calm_served = [ms for _, ms in calm.served]
+    assert statistics.median(served) == pytest.approx(statistics.median(calm_served), rel=0.2)
+
+
+@pytest.mark.parametrize("family", ["delayed", "delayed_unseen_pages"])
+def test_the_heavy_request_comes_tens_of_seconds_after_admission(family: str) -> None:
+    _, plant = fixed_run(family, 1, 0.5)
+    assert set(plant.servers) == {"pages", "app"}
+    # The first response slower than the light pages' 30 ms comes after 10 s.
+    first_heavy = min(at for at, ms in plant.served if ms > 100)
+    assert first_heavy >= 10
+    light_measured = any(ms < 50 for _, ms in plant.served)
+    assert light_measured == (family == "delayed")
+
+
+def test_a_target_out_of_reach_is_out_of_reach_at_the_lowest_rate() -> None:
+    plant, target, _ = make_plant("unreachable", 0, SECONDS)
+    for second in range(SECONDS):
+        plant.admit(second, 1)
+        plant.second(second)
+    assert min(p95_by_second(plant.served, 10, SECONDS)) > target
+
+
+def test_the_same_seed_gives_the_same_plant_and_run() -> None:
+    first = fixed_run("processor", 5, 0.9)[1]
+    second = fixed_run("processor", 5, 0.9)[1]
+    assert first.served == second.served
+    assert first.purchases == second.purchases
+
+
+def test_the_oracle_is_the_best_fixed_rate_within_target() -> None:
+    best = oracle("pool", 0, 0, SECONDS)
+    assert best["over_target"] <= 0.10
+    plant, _, _ = make_plant("pool", 0, SECONDS)
+    assert 0.3 * capacity_rate(plant, 1.0) <= best["rate"] <= 1.25 * capacity_rate(plant, 1.0)
+
+
+@pytest.mark.anyio
+async def test_the_room_runs_against_a_plant_on_simulated_clocks(redis_url: str) -> None:
+    run = await simulate(redis_url, "pool", 0, 30)
+    assert len(run.rates) == len(run.reasons) == 90
+    figures = phase_figures(run, 0, 30)
+    assert figures["goodput"] > 0
