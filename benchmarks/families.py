@@ -157,16 +157,21 @@ def oracle(family: str, seed: int, phase: int, phase_seconds: int) -> dict[str, 
     tried = []
     for rate in sorted({max(1, round(most * s)) for s in SWEEP}):
         # The whole run at this phase's capacity: phases of `warm + phase_seconds`.
-        run = _steady(family, seed, phase, rate, warm + phase_seconds)
+        run = _steady(family, seed, phase, rate, warm + phase_seconds, phase * phase_seconds - warm)
         figures = phase_figures(run, warm, warm + phase_seconds)
         tried.append({"rate": rate, **figures})
     fine = [t for t in tried if t["over_target"] <= 0.10] or tried
     return max(fine, key=lambda t: t["goodput"])
 
 
-def _steady(family: str, seed: int, phase: int, rate: int, seconds: int) -> Run:
+def _steady(family: str, seed: int, phase: int, rate: int, seconds: int, offset: int) -> Run:
+    """``rate`` for ``seconds`` at ``phase``'s capacity, its background
+    load as in the phase (second 0 here is ``offset`` there)."""
     plant, target, _ = make_plant(family, seed, seconds)
     plant.phases = [plant.phases[phase]]
+    background = plant.background
+    if background is not None:
+        plant.background = lambda second: background(second + offset)
     if plant.share is not None:
         level = plant.share(phase * seconds // 3 + seconds // 2)
         plant.share = lambda second: level

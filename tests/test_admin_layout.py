@@ -120,7 +120,7 @@ def test_virtual_visitors_errors_have_reasons_and_give_ups_show_at_once(demo: st
     page.click("#sim-form button[type=submit]")
     page.wait_for_selector("#sim-errors li", timeout=20_000)
     reasons = page.text_content("#sim-errors") or ""
-    assert "3 \u00d7 ValueError: 404 from the page, not the gate's JSON: is the path gated?" in reasons
+    assert "3 \u00d7 the URL answered 404 Not Found: is it a page of the site, behind a room?" in reasons
     page.wait_for_selector("#sim-status:has-text('Last run, of 3')")
 
     # All give up, and press Leave the line: the room counts them at once.

@@ -125,7 +125,7 @@ def test_a_visitor_waits_watches_the_line_move_and_buys(shop: str) -> None:
             )
             office.wait_for_timeout(4500)  # a few more samples for the chart
             office.screenshot(path=str(ARTIFACTS / "back-office.png"), full_page=True)
-            assert re.search(r"running: \d+ admitted", office.text_content("#sim-status") or "")
+            assert re.search(r"Running, of \d+: \d+ admitted", office.text_content("#sim-status") or "")
             row = office.text_content("tr[data-room=checkout]") or ""
             assert re.search(r"checkout\s*open", row)
         finally:

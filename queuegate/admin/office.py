@@ -282,8 +282,10 @@ class BackOffice:
             # `concurrency` run at once), asking for the page, waiting, done.
             "not_started": progress.visitors - progress.started,
             "arriving": progress.started - progress.waiting - progress.done,
-            "error_reasons": [{"reason": reason, "count": count} for reason, count in reasons[:5]],
             **progress.summary(),
+            # After the summary, whose own error_reasons (a mapping) this
+            # list for the page replaces.
+            "error_reasons": [{"reason": reason, "count": count} for reason, count in reasons[:5]],
         }
 
     async def aclose(self) -> None:
