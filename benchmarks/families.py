@@ -42,7 +42,7 @@ from queuegate.store import Store, connect
 from .plants import FAMILIES, Plant, capacity_rate, make_plant
 
 T0 = 1_900_000_000_000  # ms: the simulated clock's start
-LINE = 20_000  # visitors waiting at the start: more than any run admits
+LINE = 120_000  # visitors waiting at the start: more than any run admits (180 a second for 10 min)
 START_RATE = 5  # the adaptive room's rate at the start
 SETTLE_S = 6.0
 MAX_ERRORS = 0.02
