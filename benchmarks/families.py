@@ -110,6 +110,7 @@ async def simulate(
                     report.buckets,
                     report.in_flight,
                     report.started,
+                    visits=report.visits,
                     now=now,
                 )
         return run

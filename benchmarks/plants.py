@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from queuegate.health import BOUNDS_MS
+from queuegate.health import BOUNDS_MS, UNKNOWN_VISIT, visit_bucket
 
 __all__ = ["FAMILIES", "Plant", "Report", "Step", "make_plant"]
 
@@ -139,6 +139,9 @@ class Report:
     buckets: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS_MS) + 1))
     in_flight: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS_MS) + 1))
     started: int = 0
+    # By the visit's age (queuegate.health.visit_bucket): requests started,
+    # successful responses and their time (ms), as the gate reports them.
+    visits: list[float] = field(default_factory=lambda: [0.0] * (3 * (UNKNOWN_VISIT + 1)))
 
 
 class Plant:
@@ -197,6 +200,9 @@ class Plant:
     def _measured(self, visitor: int, step: int) -> bool:
         return visitor > 0 and self.visit[step].measured
 
+    def _age_bucket(self, visitor: int, at: float) -> int:
+        return visit_bucket((at - self.admitted_at[visitor]) * 1000)
+
     def respond(self, visitor: int, step: int, began: float, now: float, failed: bool) -> None:
         self.flying.pop((visitor, step), None)
         ms = (now - began) * 1000
@@ -205,6 +211,10 @@ class Plant:
             report.responses += 1
             report.errors += failed
             report.buckets[bisect.bisect_left(BOUNDS_MS, ms)] += 1
+            if not failed:
+                age = self._age_bucket(visitor, began)
+                report.visits[3 * age + 1] += 1
+                report.visits[3 * age + 2] += ms
             self.served.append((now, ms))
             self.outcomes.append((now, failed))
         if visitor <= 0:
@@ -239,6 +249,7 @@ class Plant:
                 self.flying[(event.visitor, event.step)] = event.at
                 if self._measured(event.visitor, event.step):
                     self._report.started += 1
+                    self._report.visits[3 * self._age_bucket(event.visitor, event.at)] += 1
                 event.began = event.at
                 self.servers[name].submit(self, event, event.at)
                 continue

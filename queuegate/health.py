@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .decisions import admission
 from .scripts import numbers
 from .settings import Room
 from .store import Store, StoreError
 
-__all__ = ["BOUNDS_MS", "MEASURED_KEY", "HealthReports", "Tally"]
+__all__ = ["AGES_S", "BOUNDS_MS", "MEASURED_KEY", "HealthReports", "Tally", "visit_bucket"]
 
 # Rooms that gating further in (a FastAPI dependency, a Django decorator)
 # found a request to count for, for the measurement around the whole app.
@@ -38,7 +39,19 @@ logger = logging.getLogger("queuegate")
 # The latency buckets' upper bounds (ms), read from health.lua; one more
 # bucket holds everything slower.
 BOUNDS_MS = numbers("health.lua", "BOUNDS")
+# The visit's age buckets' upper ends (s), read from health.lua: one more
+# bucket for older visits, and one for requests of no known visit.
+AGES_S = numbers("health.lua", "AGES")
+UNKNOWN_VISIT = len(AGES_S) + 1
 REPORT_EVERY = 1.0  # seconds
+
+
+def visit_bucket(age_ms: float | None) -> int:
+    """The age bucket of a request whose visit began ``age_ms`` ago (None:
+    a request of no visit the room admitted)."""
+    if age_ms is None:
+        return UNKNOWN_VISIT
+    return bisect.bisect_left(AGES_S, age_ms / 1000)
 
 
 @dataclass(slots=True)
@@ -48,12 +61,22 @@ class Tally:
     errors: int = 0
     end: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS_MS) + 1))
     first_byte: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS_MS) + 1))
+    # By the visit's age at the request's start (visit_bucket): requests
+    # started, successful responses and their time (ms), three a bucket.
+    visits: list[float] = field(default_factory=lambda: [0.0] * (3 * (UNKNOWN_VISIT + 1)))
 
-    def add(self, first_byte_ms: float, end_ms: float, failed: bool) -> None:
+    def start(self, age: int) -> None:
+        self.started += 1
+        self.visits[3 * age] += 1
+
+    def add(self, first_byte_ms: float, end_ms: float, failed: bool, age: int = UNKNOWN_VISIT) -> None:
         self.responses += 1
         self.errors += failed
         self.end[bisect.bisect_left(BOUNDS_MS, end_ms)] += 1
         self.first_byte[bisect.bisect_left(BOUNDS_MS, first_byte_ms)] += 1
+        if not failed:
+            self.visits[3 * age + 1] += 1
+            self.visits[3 * age + 2] += end_ms
 
 
 class HealthReports:
@@ -77,8 +100,9 @@ class HealthReports:
         status = 0
         key = next(self._keys)
         self._flying[key] = (start, rooms)
+        ages = {room: self._visit_age(room, scope) for room in rooms}
         for room in rooms:
-            self._tally(room).started += 1
+            self._tally(room).start(ages[room])
 
         async def timed_send(message: Message) -> None:
             nonlocal first, status
@@ -95,18 +119,28 @@ class HealthReports:
             del self._flying[key]
             # Rooms that gating further in found count from here on; their
             # start too, so a room's started and finished requests match.
-            later = tuple(room for room in scope.get(MEASURED_KEY, ()) if room not in rooms)
-            for room in later:
-                self._tally(room).started += 1
-            self._add((*rooms, *later), start, first, failed)
+            for room in scope.get(MEASURED_KEY, ()):
+                if room not in ages:
+                    ages[room] = self._visit_age(room, scope)
+                    self._tally(room).start(ages[room])
+            self._add(ages, start, first, failed)
 
-    def _add(self, rooms: tuple[Room, ...], start: float, first: float, failed: bool) -> None:
-        if not rooms:
+    def _visit_age(self, room: Room, scope: Scope) -> int:
+        """The age bucket of the visit the request belongs to, for ``room``:
+        known when the room admitted it and its session does not slide
+        (then it began a session's length before it ends)."""
+        found = admission(scope)
+        if found is None or found.room != room.name or room.sliding:
+            return visit_bucket(None)
+        return visit_bucket(self._store.redis_now_ms() - (found.expires_ms - room.session * 1000))
+
+    def _add(self, ages: dict[Room, int], start: float, first: float, failed: bool) -> None:
+        if not ages:
             return
         end_ms = (time.perf_counter() - start) * 1000
         first_ms = (first - start) * 1000 if first else end_ms
-        for room in rooms:
-            self._tally(room).add(first_ms, end_ms, failed)
+        for room, age in ages.items():
+            self._tally(room).add(first_ms, end_ms, failed, age)
 
     def _tally(self, room: Room) -> Tally:
         tally = self._tallies.get(room)
@@ -137,7 +171,14 @@ class HealthReports:
             ages = flying.get(room)
             try:
                 await self._store.report(
-                    room, tally.responses, tally.errors, tally.end, tally.first_byte, ages, tally.started
+                    room,
+                    tally.responses,
+                    tally.errors,
+                    tally.end,
+                    tally.first_byte,
+                    ages,
+                    tally.started,
+                    visits=tally.visits,
                 )
             except StoreError as exc:
                 # Lost, not retried: the controller holds without evidence.

@@ -385,18 +385,23 @@ class Store:
         in_flight_buckets: Sequence[int] | None = None,
         started: int | None = None,
         *,
+        visits: Sequence[float] | None = None,
         now: int | None = None,
     ) -> tuple[int, str]:
         """One process's measurements of the responses it forwarded for the
         room since its last report, of the requests it has in flight by
         their age so far, and of the requests it started (by default, as
-        many as responded; see health.lua); runs the room's admission
+        many as responded; see health.lua), and by the visit's age: for each
+        of ``queuegate.health``'s visit buckets, requests started, successful
+        responses and their time (ms); runs the room's admission
         controller when a decision is due. Returns the controlled value
         (rate, or capacity) and the controller's last decision."""
         name = room if isinstance(room, str) else room.name
         args = [str(responses), str(errors), *map(str, end_buckets), *map(str, first_byte_buckets)]
         args += map(str, in_flight_buckets or [0] * len(end_buckets))
         args.append(str(responses if started is None else started))
+        if visits:
+            args += (str(round(v)) for v in visits)
         reply = await self._call("health", room, now, *args, extra_keys=(self._base(name) + "health",))
         return int(reply[0]), text(reply[1])
 

@@ -141,8 +141,20 @@ local function note_admitted(n, seqs)
   if rate > 0 then tokens = tokens - n end
   win_count = win_count + n
   dirty = true
-  redis.call('HINCRBY', KEYS[5], 'admitted', n)
+  local total = redis.call('HINCRBY', KEYS[5], 'admitted', n)
   analytics_admitted(n, seqs)
+  if target_ms > 0 then
+    -- The admissions' record the health controller reads the visits'
+    -- ages from (health.lua): the count so far, one entry each 100 ms.
+    local admits = string.sub(KEYS[5], 1, -6) .. 'health:admits'
+    local at = now - now % 100
+    redis.call('ZREMRANGEBYSCORE', admits, at, at)
+    redis.call('ZADD', admits, at, at .. ':' .. total)
+    local health = string.sub(KEYS[5], 1, -6) .. 'health'
+    if redis.call('HSETNX', health, 'admits_from', total - n) == 1 then
+      redis.call('HSET', health, 'admits_since', now)
+    end
+  end
 end
 
 -- How many may enter now: limited by tokens, free capacity and `limit`.
