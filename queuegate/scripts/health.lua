@@ -86,6 +86,8 @@ local DEADBAND = 0.1      -- the rate changes by a tenth or more (and one visito
 local HEADROOM = 0.8      -- latency under this share of the target shows room to grow
 local MIN_EXPOSURE = 5    -- visitor-seconds at an age before its figures count
 local DRAIN = 0.9         -- after an overload, plan with this share of what the app completed
+local JUDGE_S = 5         -- s: counts faded over this judge a mild, lasting overload
+local CRUISE = 2          -- after a cut, probe again after this many visits' lengths
 
 advance()
 
@@ -265,6 +267,17 @@ for b = 1, A + 1 do
   if b <= A then put('x' .. b, prof.x[b]) end
 end
 
+-- The same responses in counts faded over JUDGE_S (every report adds).
+local jn, jo, je = 0, 0, 0
+local judge_fields = {'jn', 'jo', 'je', 'jt'}
+do
+  local was = redis.call('HMGET', h, unpack(judge_fields))
+  local keep = math.exp(-math.max(0, now - (tonumber(was[4]) or now)) / 1000 / JUDGE_S)
+  jn = (tonumber(was[1]) or 0) * keep + incoming[1]
+  jo = (tonumber(was[2]) or 0) * keep -- the responses over target: added below
+  je = (tonumber(was[3]) or 0) * keep + incoming[2]
+end
+
 -- The q-quantile of a histogram whose first bucket is counts[first]:
 -- linear within the bucket it falls in (the last bucket reads as 2x its start).
 local function quantile(counts, first, q)
@@ -298,6 +311,12 @@ local function over(counts, first, ms)
   end
   return total
 end
+jo = jo + over(incoming, E0 + 1, target_ms > 0 and target_ms or math.huge)
+put('jn', jn)
+put('jo', jo)
+put('je', je)
+put('jt', now)
+
 -- k of n over a share p, beyond chance (normal bound, continuity corrected).
 local function beyond(k, n, p)
   if n <= 0 then return false end
@@ -386,12 +405,19 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   -- second or so before it was made.
   local span_s = (math.max(0, now - since_before) + INTERVAL) / 1000
   local done = both[3] / span_s -- work completed well, ms a second
-  local slow = beyond(over(judged, 1, target_ms), n, 1 - QUANTILE)
-  local failing = beyond(errors, responses, max_errors)
+  -- Judged on the windows and, for an overload too mild to show in a
+  -- second or two, on counts faded over JUDGE_S: more responses, a
+  -- tighter bound.
+  local over_now = over(judged, 1, target_ms)
+  local slow = beyond(over_now, n, 1 - QUANTILE) or beyond(jo, jn, 1 - QUANTILE)
+  local failing = beyond(errors, responses, max_errors) or beyond(je, jn, max_errors)
   local within = n >= MIN_SAMPLES and p95 <= target_ms and error_share <= max_errors
   local cap = tonumber(st.cap)
   local cap_at = tonumber(st.cap_at) or now
-  if cap then cap = cap * math.exp(-math.max(0, now - cap_at) / 1000 / CAP_S) end
+  -- What was only seen fades (the app may have shrunk since); where it
+  -- overloaded stays until the next overload or probe says otherwise (a
+  -- room running just under it would otherwise walk itself down).
+  if cap and st.limit ~= '1' then cap = cap * math.exp(-math.max(0, now - cap_at) / 1000 / CAP_S) end
   local proven = tonumber(st.proven)
   local waiting = redis.call('ZCARD', KEYS[2]) > 0
   local floor_since = tonumber(st.floor_since)
@@ -461,8 +487,12 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           or (tonumber(st.probe_done) or 0)) then
         -- The load of the rate admitted has not all come yet.
         reason = 'hold: within target, the load of the rate admitted still coming'
-      elseif now - last < show_s * 1000 then
+      elseif now - last < show_s * 1000
+          or now - (tonumber(st.cut_at) or 0) < CRUISE * show_s * 1000 then
         reason = 'hold: within target, the last change is still showing'
+      elseif p95 > HEADROOM * target_ms or error_share > max_errors / 2 then
+        -- Within target, but with no room to show: a probe would cross it.
+        reason = 'hold: near the target'
       else
         local gain
         if st.overloaded then
