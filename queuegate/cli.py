@@ -316,7 +316,13 @@ async def _list(ask: Bounded, args: argparse.Namespace) -> Output:
             f"{row['admitted']:,}",
             f"{row['abandoned']:,}",
         )
-    return table
+    # A room whose target no rate meets says so under the table.
+    notes = [
+        Text(f"{name}: {row['health_reason']}", style="yellow")
+        for name, row in zip(names, stats, strict=True)
+        if row.get("out_of_reach_ms", -1) >= 0
+    ]
+    return Group(table, *notes) if notes else table
 
 
 STATUS_STYLES = {"open": "green", "paused": "yellow", "closed": "red", "queue_all": "yellow"}

@@ -50,6 +50,7 @@ GAUGES = {
     "first_byte_p95_seconds": "Measured p95 of forwarded responses, to their first byte (-1: none yet)",
     "error_rate": "Measured share of forwarded responses that failed (5xx, exceptions)",
     "pinned": "1 when the operator pinned the rate or capacity",
+    "target_out_of_reach_p95_seconds": "p95 at minimal load while no rate meets the target (-1: none)",
     "rate_changed_timestamp_seconds": "When the controller last changed the rate or capacity (0: never)",
 }
 COUNTERS = {
@@ -113,6 +114,9 @@ def _value(stats: dict[str, Any], name: str) -> float:
         return -1.0 if stats["eta_back_ms"] < 0 else stats["eta_back_ms"] / 1000
     if name == "per_seconds":
         return float(stats["per"]) / 1000
+    if name == "target_out_of_reach_p95_seconds":
+        ms = stats["out_of_reach_ms"]
+        return -1.0 if ms < 0 else ms / 1000
     if name in ("target_seconds", "p95_seconds", "first_byte_p95_seconds"):
         ms = float(stats[name.removesuffix("_seconds") + "_ms"])
         return -1.0 if ms < 0 else ms / 1000

@@ -359,3 +359,42 @@ async def test_routes_gated_by_a_fastapi_dependency_are_measured(redis_url: str)
         assert tallies[shop].started == 1  # counted as started too, for what the app keeps up with
     finally:
         await gate.aclose()
+
+
+async def test_a_target_out_of_reach_is_said_by_show_list_and_metrics(redis_url: str) -> None:
+    """Every response takes twice the target whatever the load: the room
+    names it in its stats (`show`, the back office), under `list` and as a
+    metric, with the p95 it measured at its floor."""
+    import subprocess
+    import sys
+
+    from queuegate.metrics import metrics_text
+
+    prefix = f"qgr{time.time_ns() % 10**9}"
+    store = Store(connect(redis_url, 5.0), prefix=prefix)
+    try:
+        the_room = room(rate=5, target=Health(p95_ms=300, floor=1, settle=5))
+        await fill_line(store, the_room)
+        for second in range(40):
+            now = T0 + second * 1000
+            rate = (await store.stats(the_room, now=now))["rate"]
+            count = 3 * rate
+            await store.report(
+                the_room, count, 0, buckets(count, 600), buckets(count, 300), None, count, now=now
+            )
+        stats = await store.stats(the_room, now=T0 + 40_000)
+        assert stats["health_reason"].startswith("target out of reach: p95 at minimal load 5"), stats
+        assert 500 <= stats["out_of_reach_ms"] <= 600
+        assert stats["rate"] == 5  # the room's own rate, not the floor
+        assert b'queuegate_target_out_of_reach_p95_seconds{room="plant"} 0.5' in await metrics_text(store)
+    finally:
+        await store.aclose()
+    env = {"QUEUEGATE_REDIS_URL": redis_url, "PATH": "/usr/bin:/bin"}
+    listed = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "queuegate", "--prefix", prefix, "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert "plant: target out of reach: p95 at minimal load 5" in listed.stdout, listed

@@ -41,7 +41,12 @@ for i, name in ipairs(names) do
 end
 -- The admission controller (health.lua), when the room has a target.
 local health = redis.call('HMGET', KEYS[6], 'p95_ms', 'first_byte_p95_ms', 'error_rate',
-  'samples', 'reason', 'changed', 'changed_at')
+  'samples', 'reason', 'changed', 'changed_at', 'out_of_reach')
+-- The p95 at minimal load while the controller says no rate meets the target.
+local out_of_reach = -1
+if health[8] and string.sub(health[5] or '', 1, 19) == 'target out of reach' then
+  out_of_reach = health[8]
+end
 local pinned = redis.call('HGET', KEYS[5], 'pinned')
 local more = {
   'target_ms', target_ms, 'max_errors', max_errors, 'floor', adapt_floor, 'ceiling', adapt_ceiling,
@@ -49,6 +54,7 @@ local more = {
   'pinned', pinned and 1 or 0, 'p95_ms', health[1] or -1, 'first_byte_p95_ms', health[2] or -1,
   'error_rate', health[3] or 0, 'samples', health[4] or 0, 'health_reason', health[5] or '',
   'health_changed', health[6] or '', 'health_changed_at', health[7] or 0,
+  'out_of_reach_ms', out_of_reach,
 }
 for _, v in ipairs(more) do out[#out + 1] = v end
 for i = 1, #out do out[i] = tostring(out[i]) end
