@@ -32,9 +32,10 @@ class Health:
     upper bound). The room's own ``rate``/``capacity`` is where it starts.
     ``signal="room"`` measures the room's own paths; ``"app"`` every request
     the gate forwards (the pages a checkout slows down too). ``settle`` is
-    the least time (seconds) between two changes: about how long a newly
-    admitted visitor keeps making requests plus a few seconds, so that each
-    change shows in the measurements before the next one.
+    the least time (seconds) between two probes for more: about how long a
+    visit lasts; the visit the gate measures (by age since admission)
+    lengthens it, never shortens it. The law is on one page in
+    docs/guides/health.md.
     """
 
     p95_ms: float

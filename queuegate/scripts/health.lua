@@ -21,34 +21,39 @@
 --                    sessions), three numbers each: requests started,
 --                    successful responses, and their time summed (ms)
 --
--- The law, in four parts (the README's page on health targets says why):
+-- The law, in four parts (docs/guides/health.md says why):
 --
 -- 1. The visit. Per room, faded over PROFILE_S: by the visit's age, how
 --    many requests an admitted visitor makes a second (started, over the
---    visitor-seconds spent at that age: the admissions the zset recorded)
---    and what one costs (its mean time, learnt only while the app is
---    within target, so a queue's wait is not taken for work). Their
---    product is the visit's work by age: `work(age)`, in ms a second.
+--    visitor-seconds spent at that age: the admissions' record that
+--    advance.lua writes) and what one costs (the least mean time of a
+--    report's successful responses at that age, creeping up over
+--    PROFILE_S: a queue's wait is not work). Their product is the visit's
+--    work by age, in ms a second.
 -- 2. Capacity from evidence. `cap`: the most work a second the app
---    completed with its p95 and errors within target (faded over CAP_S).
---    A reading while within target never lowers it; only an overload
---    judged beyond chance does, to what the app completed in it, less the
---    share it was over by (graded: latency and errors alike). Work from
---    requests the room did not admit is the app's background: the room
---    plans with cap less that.
+--    completed with its p95 and errors within target (what was only seen
+--    fades over CAP_S). A reading within target never lowers it; only an
+--    overload judged beyond chance does, to DRAIN x the work the app
+--    completed well in it (failed responses are no work: errors grade the
+--    cut as latency does); `limit` then says the capacity is where the app
+--    overloaded. Work of no known visit of the room is the app's
+--    background, and the room plans with cap less that.
 -- 3. The rate the model allows. The visitors inside will still bring
 --    committed(t) ms a second, t from now; a rate r admitted from now on
 --    adds r x (the work of a visit's first t seconds). The rate is the most
 --    for which that sum stays under the usable capacity at every t: an
 --    admission counts at once as the load it will bring. Never above twice
---    the most the app was seen to serve within target over a whole visit,
---    never below the floor (the line always moves), the operator's pin and
---    bounds over everything; changes of less than a tenth are not made.
--- 4. Probing for more. Within target, visitors waiting and the app doing
---    what the capacity says (most of it), once the last change has shown
---    (a visit's length, as the profile says, at least `settle`): cap grows
---    by what the latency shows room for, at most x2 before the first
---    overload and by 1/8, 1/4, 1/2 ... after one (BBR's probing).
+--    the most the app was seen to serve within target over a visit (as
+--    long as the oldest visitors seen, up to three visits' lengths), never
+--    below the floor (the line always moves), lowered only under a
+--    `limit`, the operator's pin and bounds over everything; changes of
+--    less than DEADBAND are not made.
+-- 4. Probing for more. Within target with room under it (p95 under
+--    HEADROOM x target, errors under half their maximum), visitors waiting
+--    and the load of the rate admitted come, once the last change has
+--    shown (a visit's length, at least `settle`; CRUISE of them after a
+--    cut): cap grows x2 before the first overload, then by 1/8, 1/4, 1/2,
+--    x2 with each probe in a row (BBR's probing).
 -- A target no rate can meet is named: at the floor for a visit's length
 -- and still over the target (beyond chance), the room goes back to the
 -- last rate that was within target (else its own rate from code) and says
@@ -56,8 +61,9 @@
 -- under the target again.
 --
 -- Judged "over the target": the responses over target_ms are more than 5 %
--- of them beyond chance (a one-sided binomial bound at Z); the same for
--- errors against max_errors. Few responses widen the bound: no cut on noise.
+-- of them beyond chance (a one-sided binomial bound at Z), in the windows
+-- or in counts faded over JUDGE_S; the same for errors against
+-- max_errors. Few responses widen the bound: no cut on noise.
 --
 -- The value is the room's rate (visitors per interval) or, in a room
 -- without a rate, its capacity; it is written where `configure` writes it,
