@@ -118,7 +118,7 @@ local E0 = 3 -- the end buckets start after n, err, w
 -- The visit's profile: per age bucket (A of them, then u: unknown visits),
 -- faded sums of requests started (s), successful ones (o), their time (k)
 -- and visitor-seconds spent at that age (x).
-local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded', 'probe_done',
+local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded', 'probe_done', 'peak',
   'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
@@ -415,8 +415,12 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   -- second or two, on counts faded over JUDGE_S: more responses, a
   -- tighter bound.
   local over_now = over(judged, 1, target_ms)
-  local slow = beyond(over_now, n, 1 - QUANTILE) or beyond(jo, jn, 1 - QUANTILE)
-  local failing = beyond(errors, responses, max_errors) or beyond(je, jn, max_errors)
+  -- (The faded counts remember an overload for a few seconds: they judge
+  -- only while the windows still show more than the share allowed.)
+  local slow = beyond(over_now, n, 1 - QUANTILE)
+    or (beyond(jo, jn, 1 - QUANTILE) and over_now > (1 - QUANTILE) * n)
+  local failing = beyond(errors, responses, max_errors)
+    or (beyond(je, jn, max_errors) and errors > max_errors * responses)
   local within = n >= MIN_SAMPLES and p95 <= target_ms and error_share <= max_errors
   local cap = tonumber(st.cap)
   local cap_at = tonumber(st.cap_at) or now
@@ -467,6 +471,8 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       local lower = DRAIN * done
       if not cap or lower < cap then
         cap = lower
+        -- Where the app overloaded: what it completed in the overload.
+        put('peak', done)
         put('cut_at', now)
         put('probes', 0)
         put('overloaded', 1)
@@ -501,7 +507,17 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         reason = 'hold: near the target'
       else
         local gain
-        if st.overloaded then
+        local peak = tonumber(st.peak)
+        if peak and cap < DRAIN * peak then
+          -- Towards where the app overloaded last, less the drain (it was
+          -- seen to complete that much, but the app may have shrunk since):
+          -- a quarter more at a time.
+          gain = math.min(1.25, DRAIN * peak / cap)
+        elseif peak and cap < peak then
+          -- At the last overload: a small step, and no more in a row
+          -- until past it (the app has grown).
+          gain = 1.125
+        elseif st.overloaded then
           local probes = tonumber(st.probes) or 0
           gain = 1 + 0.125 * 2 ^ probes
           put('probes', math.min(probes + 1, 3))
