@@ -473,6 +473,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         cap = lower
         -- Where the app overloaded: what it completed in the overload.
         put('peak', done)
+        put('probe_done', 0) -- the load a probe expected is gone with it
         put('cut_at', now)
         put('probes', 0)
         put('overloaded', 1)
@@ -547,8 +548,10 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- in proportion, at the rate admitted over the last visit.
         -- Only an overload's capacity or a probe moves it: a load that
         -- does not follow the rate (a trickle) must not ratchet it up.
+        -- (Lowered in proportion under a limit; raised by probes alone:
+        -- a load that lags the rate would read as room to grow.)
         local at = value / unit_s
-        if limit and done > 0 then
+        if limit and done > 0 and usable < done then
           r = at * usable / done
         else
           r = at * (probe_gain or 1)
@@ -572,6 +575,9 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         want = at > 0 and math.floor(value * r / at) or value
       end
       want = math.max(adapt_floor, want)
+      -- A probe moves the rate by a visitor at least, deadband or not.
+      local probing = probe_gain and want >= value
+      if probing then want = math.max(want, value + 1) end
       if adapt_ceiling > 0 then want = math.min(want, adapt_ceiling) end
       if want < value and not limit then
         -- The capacity is only what the app was seen to do: no evidence
@@ -579,7 +585,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         new = value
       elseif want < value and (want <= value * (1 - DEADBAND) or want == adapt_floor) then
         new = want
-      elseif want > value and want >= value * (1 + DEADBAND) and want >= value + 1 then
+      elseif want > value and (probing or (want >= value * (1 + DEADBAND) and want >= value + 1)) then
         if string.sub(reason, 1, 4) == 'cut:' then
           new = value -- a cut never raises
         else
