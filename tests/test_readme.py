@@ -44,7 +44,7 @@ def test_readme_never_installs_queuegate_from_an_index() -> None:
                     assert not re.fullmatch(r"[\"']?queuegate\b.*", word), line
             assert "queuegate @" not in line
     assert 'pip install -e ".[demo]"' in README
-    assert 'pip install "dist/queuegate-' in README
+    assert 'pip install "/tmp/wheels/queuegate-' in README  # a built wheel, into your app's venv
 
 
 def test_readme_quickstarts_are_the_tested_snippet_files() -> None:

@@ -53,7 +53,7 @@ def load(name: str) -> ModuleType:
 def environment(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """What the quickstarts read: a secret and this test's Redis."""
     monkeypatch.setenv("SECRET_KEY", SECRET)
-    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("QUEUEGATE_REDIS_URL", redis_url)
     return redis_url
 
 

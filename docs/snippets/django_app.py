@@ -11,7 +11,7 @@ from queuegate import QueueGate, Room
 from queuegate.integrations.django import gated
 
 SECRET_KEY = os.environ["SECRET_KEY"]  # 16+ random characters, the same in every process
-REDIS_URL = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
+REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 # In a project: settings.py.
 settings.configure(ROOT_URLCONF=__name__, ALLOWED_HOSTS=["*"])

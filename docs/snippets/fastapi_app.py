@@ -9,7 +9,7 @@ from queuegate import Admission, QueueGate, Room
 from queuegate.integrations.fastapi import queue
 
 SECRET_KEY = os.environ["SECRET_KEY"]  # 16+ random characters, the same in every process
-REDIS_URL = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
+REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 app = FastAPI()
 Ticket = Annotated[Admission | None, Depends(queue("sale"))]  # the room, on the routes themselves

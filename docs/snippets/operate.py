@@ -7,7 +7,7 @@ import redis.asyncio
 
 from queuegate import Store
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://localhost:6379/0")
+REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 
 async def main() -> None:

@@ -115,18 +115,18 @@ fields[#fields + 1] = 'st'
 local F = #fields
 local E0 = 3 -- the end buckets start after n, err, w
 
--- The visit's profile: per age bucket (A of them, then u: unknown visits),
--- faded sums of requests started (s), successful ones (o), their time (k)
--- and visitor-seconds spent at that age (x).
-local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded', 'probe_done', 'peak',
-  'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason'}
+-- The visit's profile: per age bucket (A of them, then one for unknown
+-- visits), faded sums of requests started (s) and of visitor-seconds spent
+-- at that age (x), and what a request costs there (k, ms).
+local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
+  'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
 for i = 1, F do asked[#asked + 1] = 'p' .. fields[i] end
 for i = 1, P do asked[#asked + 1] = pnames[i] end
 for b = 1, A + 1 do
-  for _, p in ipairs({'s', 'o', 'k', 'x'}) do asked[#asked + 1] = p .. b end
+  for _, p in ipairs({'s', 'k', 'x'}) do asked[#asked + 1] = p .. b end
 end
 local got = redis.call('HMGET', h, unpack(asked))
 local since = tonumber(got[2]) or now
@@ -138,11 +138,11 @@ for i = 1, F do
 end
 local st = {}
 for i = 1, P do st[pnames[i]] = got[3 + 2 * F + i] end
-local prof = {s = {}, o = {}, k = {}, x = {}}
+local prof = {s = {}, k = {}, x = {}}
 do
   local at = 3 + 2 * F + P
   for b = 1, A + 1 do
-    for _, p in ipairs({'s', 'o', 'k', 'x'}) do
+    for _, p in ipairs({'s', 'k', 'x'}) do
       at = at + 1
       prof[p][b] = tonumber(got[at]) or 0
     end
