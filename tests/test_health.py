@@ -398,3 +398,21 @@ async def test_a_target_out_of_reach_is_said_by_show_list_and_metrics(redis_url:
         env=env,
     )
     assert "plant: target out of reach: p95 at minimal load 5" in listed.stdout, listed
+
+
+async def test_the_admissions_record_is_kept_to_an_hour_without_any_report(store: Store) -> None:
+    """The record the visit's ages are read from is written at each
+    admission; with no report ever coming to trim it, the admissions
+    themselves keep it to the controller's hour."""
+    the_room = room(rate=5)
+    await fill_line(store, the_room)
+    record = store.keys(the_room.name)[4][: -len("state")] + "health:admits"
+    keys = store.keys(the_room.name)
+    for minute in range(0, 150, 10):
+        now = T0 + minute * 60_000
+        # The line keeps polling (else it is dropped after `abandon`).
+        await store.client.zadd(keys[2], {f"v{i}": now for i in range(20_000)})
+        await store.stats(the_room, now=now)
+    oldest = await store.client.zrangebyscore(record, "-inf", "+inf", start=0, num=1, withscores=True)
+    assert float(oldest[0][1]) >= T0 + 140 * 60_000 - 3_610_000
+    assert await store.client.zcard(record) <= 8

@@ -52,6 +52,7 @@
 --             the effect of the last one
 
 local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
+local ADMITS_KEPT = 3610000 -- ms of admissions the health controller's record keeps (health.lua)
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
   'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget', 'challenge',
   'target_ms', 'max_errors', 'floor', 'ceiling', 'settle'}
@@ -148,11 +149,18 @@ local function note_admitted(n, seqs)
     -- ages from (health.lua): the count so far, one entry each 100 ms.
     local admits = string.sub(KEYS[5], 1, -6) .. 'health:admits'
     local at = now - now % 100
+    -- (Kept to the controller's horizon, an hour, even if no report
+    -- ever comes to trim it, and forgotten with the room.)
+    redis.call('ZREMRANGEBYSCORE', admits, '-inf', now - ADMITS_KEPT)
     redis.call('ZREMRANGEBYSCORE', admits, at, at)
     redis.call('ZADD', admits, at, at .. ':' .. total)
     local health = string.sub(KEYS[5], 1, -6) .. 'health'
     if redis.call('HSETNX', health, 'admits_from', total - n) == 1 then
       redis.call('HSET', health, 'admits_since', now)
+    end
+    if forget > 0 then
+      redis.call('PEXPIRE', admits, forget)
+      redis.call('PEXPIRE', health, forget)
     end
   end
 end
