@@ -85,8 +85,16 @@ class Answers:
         self, kind: str, room: Room, scope: Scope, status: int, as_json: bool, retry_after: int | None = None
     ) -> Page:
         language = self.language(room, scope)
+        # Having left, the visitor is sent on: a link to the site's home page.
+        home = (scope.get("root_path", "") + "/") if kind == "left" else None
         return self._pages.message(
-            kind, room.name, status=status, as_json=as_json, retry_after=retry_after, language=language
+            kind,
+            room.name,
+            status=status,
+            as_json=as_json,
+            retry_after=retry_after,
+            language=language,
+            home=home,
         )
 
     def unavailable(self, room: Room, scope: Scope, as_json: bool) -> Page:

@@ -45,6 +45,10 @@ def _json_text(value: str) -> str:
     return _JSON.encode(value)
 
 
+def _link(href: str, text: str) -> str:
+    return f'<p class="back"><a href="{html.escape(href)}">{html.escape(text)}</a></p>'
+
+
 MESSAGES = {
     "closed": (
         N_("This line is closed"),
@@ -129,6 +133,8 @@ TEXTS = {
 }
 LOTTERY_AHEAD = N_("a random draw whenever places free up")
 RETRYING = N_("Trying again in {seconds} s.")
+# The way back from the page that says the visitor left the line.
+BACK_HOME = N_("Back to the home page")
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,8 +440,10 @@ class Pages:
         as_json: bool,
         retry_after: int | None = None,
         language: Language | None = None,
+        home: str | None = None,
     ) -> Page:
-        """Closed, unavailable, left, not found: a short page or JSON."""
+        """Closed, unavailable, left, not found: a short page or JSON; with
+        ``home`` (the site's home page), a link back to it."""
         language = language or language_for(DEFAULT)
         extra: Headers = [(b"content-language", language.tag.encode())]
         if retry_after is not None:
@@ -460,6 +468,7 @@ class Pages:
                 "refresh": refresh,
                 "retry": "" if retry_after is None else str(retry_after),
                 "t_retrying": retry,
+                "back": "" if home is None else _link(home, language.text(BACK_HOME)),
             }
         )
         return Page(status, [*self._message_headers, *extra], body)

@@ -460,3 +460,20 @@ async def test_lottery_room_shows_the_draw_not_a_place(make_gate: MakeGate) -> N
         assert (data["method"], data["position"], data["ahead"], data["line"]) == ("random", None, None, 2)
         page = await c.get("/checkout")
         assert "people in the draw" in page.text
+
+
+async def test_the_page_after_leaving_has_a_way_back_in_the_visitors_language(make_gate: MakeGate) -> None:
+    """The page that says "You left the line" used to be a dead end: it links to the site's
+    home page (under the app's root path), in the visitor's language."""
+    gate = await make_gate(rooms=[sale(rate=1, per=60.0)])
+    async with client_for(gate) as first, client_for(gate) as second:
+        await first.get("/checkout")
+        await second.get("/checkout", headers={"accept-language": "de"})
+        left = await second.post("/_queuegate/leave/sale", headers={"accept-language": "de"})
+        assert left.status_code == 200
+        assert '<p class="back"><a href="/">Zurück zur Startseite</a></p>' in left.text
+        scope = {**http_scope("/shop/_queuegate/leave/sale", method="POST"), "root_path": "/shop"}
+        _, _, body = await call_asgi(gate, scope)
+        assert '<a href="/shop/">' in body.decode()
+        json_left = await first.post("/_queuegate/leave/sale", headers={"accept": "application/json"})
+        assert json_left.json()["state"] == "left"
