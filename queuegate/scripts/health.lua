@@ -468,8 +468,10 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       -- responses' work) and no more; a little under it, so that the queue
       -- it built drains (BBR's drain). Errors grade the cut as latency
       -- does: the more that fail, the less `done` is.
+      -- A capacity that was only seen or guessed is no limit: the first
+      -- overload beyond chance sets one, whichever is lower.
       local lower = DRAIN * done
-      if not cap or lower < cap then
+      if not cap or not limit or lower < cap then
         cap = lower
         -- Where the app overloaded: what it completed in the overload.
         put('peak', done)
@@ -585,12 +587,10 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         new = value
       elseif want < value and (want <= value * (1 - DEADBAND) or want == adapt_floor) then
         new = want
-      elseif want > value and (probing or (want >= value * (1 + DEADBAND) and want >= value + 1)) then
-        if string.sub(reason, 1, 4) == 'cut:' then
-          new = value -- a cut never raises
-        else
-          new = want
-        end
+      elseif want > value and (probing or (within and want >= value * (1 + DEADBAND) and want >= value + 1)) then
+        -- Only a look that found the app within target raises (a cut, or a
+        -- p95 over the target not yet beyond chance, never does).
+        new = want
       end
       if probe_gain then
         -- Without a model of the visit, the load the probe's rate should
