@@ -218,6 +218,27 @@ async def test_a_room_at_its_floor_gathers_evidence_and_climbs_again(store: Stor
     assert rates[-1] >= 8, rates
 
 
+async def test_a_quiet_second_of_a_shedding_backend_is_no_room_to_probe(store: Store) -> None:
+    """Fast 503s now and then: 1.5 % of the responses fail (under the 2 %
+    maximum, never beyond chance), none in two seconds out of three.
+    Room to probe needs errors under half the maximum over the last few
+    seconds, not in one window that happened to hold none: once the
+    pattern has shown, no raise."""
+    the_room = room(rate=5)
+    await fill_line(store, the_room)
+    rates, reasons = [], []
+    for second in range(90):
+        now = T0 + second * 1000
+        stats = await store.stats(the_room, now=now)
+        rates.append(stats["rate"])
+        reasons.append(stats["health_reason"])
+        # The load follows the rate: six responses a visitor, at least as many fail.
+        load, failed = 6 * rates[-1], -(-rates[-1] * 27 // 100) if second % 3 == 0 else 0
+        await store.report(the_room, load, failed, buckets(load, 40), buckets(load, 20), None, load, now=now)
+    # (The first looks have seen one error: they may probe.)
+    assert max(rates[10:]) == rates[10], list(zip(rates, reasons, strict=True))
+
+
 async def test_nobody_waiting_no_raise(store: Store) -> None:
     the_room = room(rate=7)
     trace = await run(store, the_room, Plant(capacity=1000), 30, 0)

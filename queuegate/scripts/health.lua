@@ -505,8 +505,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       elseif now - last < show_s * 1000
           or now - (tonumber(st.cut_at) or 0) < CRUISE * show_s * 1000 then
         reason = 'hold: within target, the last change is still showing'
-      elseif p95 > HEADROOM * target_ms or error_share > max_errors / 2 then
-        -- Within target, but with no room to show: a probe would cross it.
+      elseif p95 > HEADROOM * target_ms or error_share > max_errors / 2
+          or je > max_errors / 2 * jn then
+        -- Within target, but with no room to show, in this look or over the
+        -- last JUDGE_S (one quiet second of a backend that sheds load is no
+        -- room): a probe would cross it.
         reason = 'hold: near the target'
       else
         local gain
