@@ -422,7 +422,7 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
         controller.add_row(key, value)
     waits = [
         f"waits of those {'admitted' if kind == 'admitted' else 'who gave up'}: {values['count']:,} ("
-        + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99"))
+        + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99", "max"))
         + ")"
         for kind, values in figures["waits"].items()
     ]
