@@ -538,8 +538,11 @@ async def _run(args: argparse.Namespace, url: str) -> Output:
                 await store.aclose()
 
 
-def _simulate(args: argparse.Namespace) -> int:
-    terminal = not args.json and sys.stderr.isatty()
+def _simulate(args: argparse.Namespace, stderr: Console | None = None) -> int:
+    """Run ``simulate``; a progress bar on ``stderr`` (the process's) while
+    it is a terminal and the summary is not JSON."""
+    stderr = stderr or Console(stderr=True)
+    terminal = not args.json and stderr.is_terminal
     progress = Progress(args.visitors)
     run = simulate(
         args.url,
@@ -552,7 +555,7 @@ def _simulate(args: argparse.Namespace) -> int:
         progress=progress,
     )
     if terminal:
-        asyncio.run(_with_bar(run, progress))
+        asyncio.run(_with_bar(run, progress, stderr))
     else:
         asyncio.run(run)
     summary = progress.summary()
@@ -566,7 +569,7 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0 if progress.errors == 0 and not warning else 1
 
 
-async def _with_bar(run: Awaitable[Progress], progress: Progress) -> None:
+async def _with_bar(run: Awaitable[Progress], progress: Progress, console: Console) -> None:
     """The run with a progress bar on stderr, refreshed 4 times a second."""
     columns = (
         TextColumn("visitors"),
@@ -575,7 +578,7 @@ async def _with_bar(run: Awaitable[Progress], progress: Progress) -> None:
         TextColumn("{task.fields[counts]}"),
         TimeElapsedColumn(),
     )
-    with Bar(*columns, console=Console(stderr=True), transient=True) as bar:
+    with Bar(*columns, console=console, transient=True) as bar:
         task = bar.add_task("simulate", total=progress.visitors, counts="")
         runner = asyncio.ensure_future(run)
         while not runner.done():
