@@ -365,6 +365,12 @@ def _settings_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("opens_at", clock(stats["opens_at"], now) + (", pre-queue open" if stats["prequeue"] else "")),
         ("challenge", "none" if stats["challenge"] <= 0 else f"proof of work up to {stats['challenge']:,}"),
+        (
+            "client_limit",
+            "no limit"
+            if stats["client_limit"] <= 0
+            else f"{count(stats['client_limit'], 'new place')} a minute a client",
+        ),
     ]
     return rows
 
