@@ -36,10 +36,12 @@ MINUTE_FIELDS = (
 @dataclass(frozen=True)
 class WaitHistogram:
     """Waits (ms) in the buckets of ``WAIT_BOUNDS_MS``; the last bucket holds
-    the waits longer than the last bound."""
+    the waits longer than the last bound. ``max_ms``: the longest wait
+    (``None`` where Redis has not recorded it)."""
 
     counts: tuple[int, ...]
     sum_ms: int
+    max_ms: int | None = None
 
     @property
     def count(self) -> int:
@@ -48,7 +50,16 @@ class WaitHistogram:
     def quantile(self, q: float) -> float | None:
         """The wait (ms) under which a share ``q`` of the waits fall, read
         linearly inside its bucket; beyond the last bound, that bound (a
-        lower bound of the truth). None without any wait."""
+        lower bound of the truth); never more than the longest wait. None
+        without any wait."""
+        found = self._quantile(q)
+        if found is None or self.max_ms is None:
+            return found
+        # Read inside a bucket, a quantile could pass the longest wait (three
+        # waits of 6 s: p99 14.9 s in the 5-15 s bucket).
+        return min(found, float(self.max_ms))
+
+    def _quantile(self, q: float) -> float | None:
         total = self.count
         if total == 0:
             return None
@@ -71,13 +82,14 @@ class WaitHistogram:
             "count": count,
             "sum_ms": self.sum_ms,
             "mean_ms": self.sum_ms / count if count else None,
+            "max_ms": self.max_ms if count else None,
             **{f"p{round(q * 100)}_ms": self.quantile(q) for q in (0.5, 0.9, 0.99)},
         }
 
 
 def _histogram(fields: dict[str, int], kind: str) -> WaitHistogram:
     counts = tuple(fields.get(f"{kind}{i}", 0) for i in range(1, len(WAIT_BOUNDS_MS) + 2))
-    return WaitHistogram(counts, fields.get(f"{kind}_sum", 0))
+    return WaitHistogram(counts, fields.get(f"{kind}_sum", 0), fields.get(f"{kind}_max"))
 
 
 def _minute(values: list[float], current: bool) -> dict[str, Any]:

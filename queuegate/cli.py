@@ -365,6 +365,12 @@ def _settings_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("opens_at", clock(stats["opens_at"], now) + (", pre-queue open" if stats["prequeue"] else "")),
         ("challenge", "none" if stats["challenge"] <= 0 else f"proof of work up to {stats['challenge']:,}"),
+        (
+            "client_limit",
+            "no limit"
+            if stats["client_limit"] <= 0
+            else f"{count(stats['client_limit'], 'new place')} a minute a client",
+        ),
     ]
     return rows
 
@@ -422,7 +428,7 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
         controller.add_row(key, value)
     waits = [
         f"waits of those {'admitted' if kind == 'admitted' else 'who gave up'}: {values['count']:,} ("
-        + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99"))
+        + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99", "max"))
         + ")"
         for kind, values in figures["waits"].items()
     ]
@@ -538,8 +544,11 @@ async def _run(args: argparse.Namespace, url: str) -> Output:
                 await store.aclose()
 
 
-def _simulate(args: argparse.Namespace) -> int:
-    terminal = not args.json and sys.stderr.isatty()
+def _simulate(args: argparse.Namespace, stderr: Console | None = None) -> int:
+    """Run ``simulate``; a progress bar on ``stderr`` (the process's) while
+    it is a terminal and the summary is not JSON."""
+    stderr = stderr or Console(stderr=True)
+    terminal = not args.json and stderr.is_terminal
     progress = Progress(args.visitors)
     run = simulate(
         args.url,
@@ -552,7 +561,7 @@ def _simulate(args: argparse.Namespace) -> int:
         progress=progress,
     )
     if terminal:
-        asyncio.run(_with_bar(run, progress))
+        asyncio.run(_with_bar(run, progress, stderr))
     else:
         asyncio.run(run)
     summary = progress.summary()
@@ -566,7 +575,7 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0 if progress.errors == 0 and not warning else 1
 
 
-async def _with_bar(run: Awaitable[Progress], progress: Progress) -> None:
+async def _with_bar(run: Awaitable[Progress], progress: Progress, console: Console) -> None:
     """The run with a progress bar on stderr, refreshed 4 times a second."""
     columns = (
         TextColumn("visitors"),
@@ -575,7 +584,7 @@ async def _with_bar(run: Awaitable[Progress], progress: Progress) -> None:
         TextColumn("{task.fields[counts]}"),
         TimeElapsedColumn(),
     )
-    with Bar(*columns, console=Console(stderr=True), transient=True) as bar:
+    with Bar(*columns, console=console, transient=True) as bar:
         task = bar.add_task("simulate", total=progress.visitors, counts="")
         runner = asyncio.ensure_future(run)
         while not runner.done():

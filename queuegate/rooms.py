@@ -3,7 +3,8 @@
 Plain rooms are named in code. A template room (``Room("ticket-{event}",
 paths=["/tickets/{event}/buy*"])``) makes one room per value of its
 placeholders on first visit; its name is derived from the path, so nothing
-has to be declared per event.
+has to be declared per event, and its title may be too (a template's
+``title`` may be a function of the values).
 
 A request matches a room when any form of its path does (``paths.forms``)
 and its method, upper-cased as routers compare it, is not one of the room's
@@ -145,7 +146,12 @@ class Rooms(Mapping[str, RoomControl]):
         return None
 
     def _derive_uncached(self, template: Room, name: str) -> Room:
-        return dataclasses.replace(template, name=name, accept=None)
+        if not callable(template.title):
+            return dataclasses.replace(template, name=name, accept=None)
+        # From the name, not the request: the room a status poll, a stream or
+        # the console finds by name gets the title its first visit got.
+        values = _name_values(template, name)
+        return dataclasses.replace(template, name=name, accept=None, title=template.title(values))
 
     def __getitem__(self, name: str) -> RoomControl:
         room = self.room(name)
@@ -172,10 +178,22 @@ def _derived_name(template: str, values: dict[str, str]) -> str:
     return PLACEHOLDER.sub(lambda m: room_key(values[m[1]]), template)
 
 
+def _name_values(template: Room, name: str) -> dict[str, str]:
+    """The placeholders' values in a derived room's name, as ``room_key``
+    wrote them."""
+    found = _name_pattern(template.name).fullmatch(name)
+    if found is None:  # pragma: no cover - the name was made from the template
+        raise KeyError(name)
+    values: dict[str, str] = {}
+    for placeholder, value in zip(PLACEHOLDER.findall(template.name), found.groups(), strict=True):
+        values.setdefault(placeholder, value)
+    return values
+
+
 def _name_pattern(template: str) -> re.Pattern[str]:
     parts = PLACEHOLDER.split(template)
     regex = "".join(
-        re.escape(part) if i % 2 == 0 else f"(?:{_SAFE.pattern}|h[0-9a-f]{{24}})"
+        re.escape(part) if i % 2 == 0 else f"({_SAFE.pattern}|h[0-9a-f]{{24}})"
         for i, part in enumerate(parts)
     )
     return re.compile(regex)

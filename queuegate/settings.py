@@ -105,6 +105,12 @@ class Room:
     which make a room (others get a 404 from the gate and create nothing); a
     derived room nobody calls for ``forget`` seconds expires with its keys
     (default: its longest session, wait or interval plus an hour; 0 = never).
+    A template's ``title`` may be a function of those values that gives each
+    room its own title, a string or a mapping of languages
+    (``title=lambda values: EVENTS.get(values["event"], "Tickets")``); it gets the
+    values as they stand in the room's name (case-folded; a hash for a value
+    that is long or not plain), so every process titles a room alike, and
+    for any name of the template's form (``accept`` is not asked first).
 
     These are the room's defaults; values changed at run time (see
     ``RoomControl.configure``) are kept in Redis and take precedence.
@@ -121,7 +127,7 @@ class Room:
     open_methods: Sequence[str] = ()
     methods: Sequence[str] | None = None  # deprecated: see open_methods
     fail: FailMode = "closed"
-    title: str | Mapping[str, str] | None = None
+    title: str | Mapping[str, str] | Callable[[Mapping[str, str]], str | Mapping[str, str]] | None = None
     language: str | None = None
     max_step: int = 1000
     status: str = "open"
@@ -180,7 +186,12 @@ class Room:
         object.__setattr__(self, "paths", tuple(self.paths))
         object.__setattr__(self, "open_methods", tuple(m.upper() for m in self.open_methods))
         # A tuple of pairs: the stored form, as a template's derived rooms get it.
-        if isinstance(self.title, (Mapping, tuple)):
+        if callable(self.title):
+            if not self.placeholders:
+                raise ConfigError(
+                    f"{where}: a function as title is for a template room (a name with {{placeholders}})"
+                )
+        elif isinstance(self.title, (Mapping, tuple)):
             titles = dict(self.title)
             for code, text in titles.items():
                 check_language(f"{where}: title language", code)
@@ -217,8 +228,9 @@ class Room:
 
     def title_in(self, language: str) -> str:
         """The title shown to visitors in ``language``: the one given for it,
-        else for English, else any given, else the room's name."""
-        if self.title is None:
+        else for English, else any given, else the room's name (a template's
+        own, whose title is a function of its rooms' values)."""
+        if self.title is None or callable(self.title):
             return self.name
         if isinstance(self.title, str):
             return self.title

@@ -142,6 +142,16 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         assert row.locator("input[name=rate]").input_value() == "7"
         assert page.locator("#health-figure").is_hidden()  # no target, no health chart
 
+        # The room's settings form sends only what was changed: its client
+        # limit is shown, not sent as 0 with another change (it was blank,
+        # and every Apply turned the limit off).
+        assert page.input_value("#set-client_limit") == str(ROOM.client_limit)
+        page.fill("#set-session", "900")
+        page.locator("#settings button[type=submit]").click()
+        page.wait_for_selector("#message:has-text('Done: changed session = 900')")
+        assert page.text_content("#message") == "Done: changed session = 900"
+        assert in_redis(redis_url, lambda store: store.stats("sale"))["client_limit"] == ROOM.client_limit
+
         # A room with a health target: its p95, target and rate, charted live.
         page.locator("tr[data-room=adaptive] button", has_text="adaptive").click()
         page.wait_for_selector("#health-figure:not([hidden])")

@@ -168,6 +168,39 @@ def test_quantiles_read_inside_the_bucket() -> None:
     assert beyond.quantile(0.99) == WAIT_BOUNDS_MS[-1]
 
 
+def test_quantiles_never_pass_the_longest_wait() -> None:
+    counts = [0] * (len(WAIT_BOUNDS_MS) + 1)
+    counts[1] = 3  # three waits in 5-15 s, all of 6 s
+    histogram = WaitHistogram(tuple(counts), 18_000, 6_000)
+    assert histogram.quantile(0.99) == 6_000  # read inside the bucket: 14,900
+    assert histogram.quantile(0.5) == 6_000
+    assert histogram.as_dict()["max_ms"] == 6_000
+    assert WaitHistogram(tuple(counts), 18_000).quantile(0.99) == pytest.approx(14_900)  # no max recorded
+
+
+async def test_the_percentiles_shown_stay_within_the_waits_seen(store: Store) -> None:
+    room = rate_room(rate=3, per=10.0)
+    for i in range(3):
+        await store.enter(room, f"straight{i}", now=T0)  # a wait of 0
+    for i in range(3):
+        await store.enter(room, f"waiter{i}", now=T0 + 4000)  # let in at +10 s: 6 s
+    await store.stats(room, now=T0 + 10_000)
+    await store.enter(room, "leaver", now=T0 + 11_000)
+    await store.leave(room, "leaver", now=T0 + 13_000)  # gave up after 2 s
+    waits = (await store.analytics(room))["waits"]
+    admitted, gave_up = waits["admitted"], waits["gave_up"]
+    assert admitted["count"] == 6
+    assert admitted["max_ms"] == 6_000
+    assert [admitted[f"p{q}_ms"] for q in (50, 90, 99)] == [5_000, 6_000, 6_000]
+    assert gave_up["max_ms"] == 2_000
+    assert gave_up["p99_ms"] == 2_000  # read inside 0-5 s it was 4,950
+    # A longer wait raises the max; a shorter one does not lower it.
+    await store.enter(room, "late", now=T0 + 14_000)
+    await store.stats(room, now=T0 + 20_000)
+    await store.enter(room, "early", now=T0 + 20_000)
+    assert (await store.analytics(room))["waits"]["admitted"]["max_ms"] == 6_000
+
+
 async def test_a_batch_admitted_together_gets_each_visitor_s_own_wait(store: Store) -> None:
     room = rate_room(rate=100, per=10.0)
     # 300 join 10 ms apart: 100 straight in, then 100 joined at 1-2 s and 100

@@ -60,7 +60,8 @@ async def test_list_and_show(busy_room: str) -> None:
     assert sum(minute["joined"] for minute in shown["analytics"]["minutes"]) == 3  # a minute may turn
     text = cli("show", "sale", url=busy_room).stdout
     assert re.search(r"^ +rate +2 visitors every 1 min$", text, re.MULTILINE)
-    assert "waits of those admitted: 2 (p50 2.5 s" in text
+    # Straight in is a wait of 0: no percentile is longer than the longest wait.
+    assert "waits of those admitted: 2 (p50 0 ms, p90 0 ms, p99 0 ms, max 0 ms)" in text
     assert "waits of those who gave up: 0" in text
 
 
@@ -73,6 +74,7 @@ async def test_numbers_read_with_their_units_and_plain_text_when_piped(busy_room
     assert re.search(r"^ +wait at the back +\d+ (min|s)( \d+ s)?$", text, re.MULTILINE)
     assert re.search(r"^ +admitting +2 a minute lately$", text, re.MULTILINE)
     assert re.search(r"^ +opens_at +—$", text, re.MULTILINE)
+    assert re.search(r"^ +client_limit +300 new places a minute a client$", text, re.MULTILINE)
     assert re.search(r"\(Redis time \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", text)
     assert re.search(r", until \d\d:\d\d:\d\d UTC \(in \d+ (min|s)( \d+ s)?\)$", text, re.MULTILINE)
     header, row = cli("list", url=busy_room).stdout.splitlines()

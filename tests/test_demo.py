@@ -141,6 +141,23 @@ async def test_room_titles_follow_the_visitor_s_language(redis_url: str) -> None
                 assert "Limited sneakers checkout" not in page.text
 
 
+async def test_a_ticket_room_s_waiting_page_bears_the_event_s_name(redis_url: str) -> None:
+    app = create_app(redis_url)
+    async with running(app):
+        inside = [client_for(app) for _ in range(3)]  # the room's capacity
+        try:
+            for client in inside:
+                assert (await client.get("/tickets/opera-gala/buy")).status_code == 200
+            async with client_for(app) as visitor:
+                for language in ("en", "ko", "ar"):
+                    page = await visitor.get("/tickets/opera-gala/buy", headers={"accept-language": language})
+                    assert page.status_code == 503  # the waiting page
+                    assert '<p class="room">Opera gala</p>' in page.text
+                    assert "Opera gala</title>" in page.text
+        finally:
+            await asyncio.gather(*(client.aclose() for client in inside))
+
+
 async def test_korean_pages_break_between_words(redis_url: str) -> None:
     app = create_app(redis_url, rate=1, per=60.0)
     async with running(app), client_for(app) as first, client_for(app) as second:

@@ -87,3 +87,17 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert lines[-1] == run
     # The documentation is built, strictly, before the tests.
     assert ".venv/bin/mkdocs build --strict" in lines[:-1]
+
+
+def test_every_picture_can_be_retaken_by_a_command() -> None:
+    pages = [README, *(path.read_text() for path in (ROOT / "docs").rglob("*.md"))]
+    pictures = {Path(name).name for text in pages for name in re.findall(r"[\w/.-]+\.png", text)}
+    assert {"waiting-page.png", "back-office.png", "admin-dashboard.png"} <= pictures
+    development = (ROOT / "docs" / "development.md").read_text()
+    for picture in pictures:
+        assert (ROOT / "docs" / picture).stat().st_size > 5_000, picture
+        # The command that writes it names it in its docstring.
+        module = "benchmarks.demo_loop" if picture == "adaptive-loop.png" else "demo_app.pictures"
+        assert f"python -m {module}" in development
+        source = (ROOT / Path(*module.split("."))).with_suffix(".py").read_text()
+        assert f"``{picture}``" in source or f'"{picture}"' in source, (picture, module)

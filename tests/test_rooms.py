@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 import pytest
 
 from queuegate import ConfigError, QueueGate, Room
+from queuegate.rooms import Rooms
 
 from .conftest import ALL_KINDS, MakeGate, client_for
 
@@ -54,6 +56,37 @@ async def test_first_matching_room_wins(make_gate: MakeGate) -> None:
     room = gate.match("/tickets/7/buy/now")
     assert room is not None
     assert room.name == "ticket-7"
+
+
+async def test_a_template_titles_each_room_from_its_values(make_gate: MakeGate) -> None:
+    shows = {"jazz": "Jazz & <b>Blues</b>"}
+    seen: list[dict[str, str]] = []
+
+    def title(values: Mapping[str, str]) -> str:
+        seen.append(dict(values))
+        return shows.get(values["event"], "Tickets")
+
+    tickets = Room("ticket-{event}", paths=["/tickets/{event}/buy*"], rate=1, per=60.0, title=title)
+    gate = await make_gate(rooms=[tickets])
+    async with client_for(gate) as a, client_for(gate) as b:
+        await a.get("/tickets/JAZZ/buy")
+        waiting = await b.get("/tickets/jazz/buy")
+        assert waiting.status_code == 503
+        assert '<p class="room">Jazz &amp; &lt;b&gt;Blues&lt;/b&gt;</p>' in waiting.text
+        assert "<b>Blues</b>" not in waiting.text
+        assert (await b.get("/tickets/rock/buy")).status_code == 200
+    assert seen == [{"event": "jazz"}, {"event": "rock"}]  # once a room: derived rooms are cached
+    # Found by its name alone (a status poll, the console, another process),
+    # a room gets the title its first visit gave it.
+    elsewhere = Rooms([tickets], gate.store)
+    assert elsewhere["ticket-jazz"].room.title_in("ko") == "Jazz & <b>Blues</b>"
+    assert elsewhere["ticket-opera"].room.title_in("en") == "Tickets"
+    assert tickets.title_in("en") == "ticket-{event}"
+
+
+def test_a_title_function_is_for_template_rooms() -> None:
+    with pytest.raises(ConfigError, match="template room"):
+        Room("sale", paths=["/sale"], rate=1, title=lambda values: "Sale")
 
 
 def test_template_paths_must_carry_the_placeholders() -> None:

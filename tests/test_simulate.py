@@ -5,16 +5,20 @@ visitor accounted for, clear errors for URLs that are not a gated page, and
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
+from rich.console import Console
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from queuegate import QueueGate, Room
+from queuegate.cli import _parser, _simulate
 from queuegate.embedded import EmbeddedServer
 from queuegate.simulate import Progress, simulate
 
@@ -133,3 +137,29 @@ def test_unavailable_is_waited_out_as_the_page_does(own_server: EmbeddedServer) 
         progress = asyncio.run(outage())
     assert progress.unavailable >= 4
     assert (progress.admitted, progress.errors) == (4, 0), progress
+
+
+@pytest.mark.parametrize(
+    ("terminal", "extra", "bar"),
+    [(True, [], True), (False, [], False), (True, ["--json"], False)],
+    ids=["terminal", "piped", "json"],
+)
+def test_a_progress_bar_on_a_terminal_only(
+    base: str, capsys: pytest.CaptureFixture[str], terminal: bool, extra: list[str], bar: bool
+) -> None:
+    stderr = io.StringIO()
+    console = Console(file=stderr, force_terminal=terminal, width=100)
+    args = _parser().parse_args(["simulate", "--url", base + "/checkout", "--visitors", "4", *extra])
+    assert _simulate(args, console) == 0
+    drawn = stderr.getvalue()
+    if bar:
+        # Drawn while the run lasts (then erased: the bar is transient).
+        assert "━" in drawn, drawn
+        assert re.search(r"visitors .*\d/4", drawn), drawn
+    else:
+        assert drawn == ""
+    out = capsys.readouterr().out
+    if "--json" in extra:
+        assert json.loads(out)["admitted"] == 4  # the JSON alone, as before
+    else:
+        assert out.splitlines()[0].split() == ["visitors", "4"]

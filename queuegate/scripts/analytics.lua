@@ -5,9 +5,11 @@
 --
 --   <base>waits     hash  histograms (buckets WAIT_BOUNDS, in ms; the last
 --                         one: longer) of the waits of those admitted
---                         ('a1'.., 'a_sum'; straight in counts as 0) and of
---                         those who gave up ('g1'.., 'g_sum': how long they
---                         waited before they left or went silent); 'est_n':
+--                         ('a1'.., 'a_sum', 'a_max'; straight in counts as
+--                         0) and of those who gave up ('g1'.., 'g_sum',
+--                         'g_max': how long they waited before they left or
+--                         went silent; the max bounds the quantiles read
+--                         inside a bucket); 'est_n':
 --                         admitted from the line with an estimate at joining,
 --                         'est_ok': those whose real wait was within
 --                         ACCURATE of it.
@@ -43,8 +45,9 @@ local MINUTE_FIELDS = {'an_j', 'an_a', 'an_g', 'an_ws', 'an_wn', 'an_eta'}
 
 local cp_at
 -- Increments to write by analytics_save: field of <base>waits -> n, and
--- field of the state hash (this minute's counters) -> n.
-local an_tally, an_minute = {}, {}
+-- field of the state hash (this minute's counters) -> n; and the longest
+-- waits seen in this call: 'a_max'/'g_max' -> ms.
+local an_tally, an_minute, an_top = {}, {}, {}
 
 local function an_add(field, n)
   an_tally[field] = (an_tally[field] or 0) + n
@@ -52,6 +55,10 @@ end
 
 local function an_count(field, n)
   an_minute[field] = (an_minute[field] or 0) + n
+end
+
+local function an_longest(field, ms)
+  if ms > (an_top[field] or -1) then an_top[field] = ms end
 end
 
 local function wait_bucket(ms)
@@ -135,6 +142,7 @@ local function analytics_admitted(n, seqs)
   an_count('an_a', n)
   if not seqs then
     an_add('a1', n)
+    an_longest('a_max', 0)
     an_count('an_wn', n)
     return
   end
@@ -145,6 +153,7 @@ local function analytics_admitted(n, seqs)
       local waited = math.max(0, now - at)
       an_add('a' .. wait_bucket(waited), 1)
       an_add('a_sum', waited)
+      an_longest('a_max', waited)
       an_count('an_ws', waited)
       an_count('an_wn', 1)
       if est >= 0 then
@@ -164,6 +173,7 @@ local function analytics_gave_up(seq, last)
     local waited = math.max(0, last - at)
     an_add('g' .. wait_bucket(waited), 1)
     an_add('g_sum', waited)
+    an_longest('g_max', waited)
   end
 end
 
@@ -214,7 +224,13 @@ local function analytics_save(forget)
   for field, n in pairs(an_minute) do
     redis.call('HINCRBY', KEYS[5], field, n)
   end
-  an_tally, an_minute = {}, {} -- written: a second save in one call adds only what is new
+  -- One read for a longest wait, only in calls that saw a wait end.
+  for field, ms in pairs(an_top) do
+    if ms > (tonumber(redis.call('HGET', BASE .. 'waits', field)) or -1) then
+      redis.call('HSET', BASE .. 'waits', field, ms)
+    end
+  end
+  an_tally, an_minute, an_top = {}, {}, {} -- written: a second save in one call adds only what is new
   if forget > 0 then
     for _, name in ipairs({'waits', 'arrivals', 'minutes'}) do
       redis.call('PEXPIRE', BASE .. name, forget)

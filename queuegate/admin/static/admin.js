@@ -228,7 +228,8 @@
         if (kind === "seconds") value = value / 1000;
         input = el("input", { id: id, name: name, type: "number", min: "0", step: kind === "number" ? "1" : "any", value: value });
       }
-      before[name] = String(value);
+      // A setting the stats lack is blank, and stays unsent unless typed in.
+      before[name] = value === undefined || value === null ? "" : String(value);
       form.appendChild(input);
     });
     var save = el("button", { type: "submit" }, "Apply changes");
