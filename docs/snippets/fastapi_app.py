@@ -23,7 +23,7 @@ async def checkout(ticket: Ticket) -> dict[str, str]:
 @app.post("/checkout")
 async def place_order(ticket: Ticket) -> dict[str, str]:
     if ticket is not None:
-        await ticket.release()  # done: the next visitor's turn comes at once
+        await ticket.release()  # done: session over; with a capacity, the next turn comes at once
     return {"order": "placed"}
 
 
