@@ -360,6 +360,12 @@ class Store:
         self.admissions.forget(name, visitor)
         try:
             return bool(await self._call("remove", room, now, visitor, why, who))
+        except UnknownRoom:
+            # Named only (the console, the back office) in a room whose data
+            # Redis lost: the visitor holds no place, but copies of their
+            # admission would live until the room's next tick (revoke.lua).
+            await self._call("revoke", name, now, visitor)
+            return False
         finally:
             # This process's next polls see the line it changed (the others
             # drop theirs when they hear of it).

@@ -136,6 +136,20 @@ async def test_removing_a_visitor_redis_does_not_know_revokes_every_copy(process
     assert took < 0.1
 
 
+async def test_removing_by_name_after_the_data_is_lost_revokes_every_copy(processes: list[Store]) -> None:
+    """The console and the back office name the room; after FLUSHALL Redis
+    no longer knows it (until a tick makes it anew), and the remove must
+    still revoke every copy at once, not wait for that tick."""
+    one, other = processes
+    await admitted_and_copied(other, ROOM, "v1")
+    assert isinstance(one.client, aioredis.Redis)
+    await one.client.flushall()
+    sent = time.monotonic()
+    assert not await one.leave("sale", "v1", who="operator")  # held no place: Redis lost it
+    took = await until(lambda: other.admissions.admitted_until("sale", "v1") is None, 1.0)
+    assert took < 0.1, sent
+
+
 async def test_sliding_sessions_and_identified_users_are_never_copied(processes: list[Store]) -> None:
     store = processes[0]
     sliding = Room("slide", paths=["/s"], capacity=5, session=60.0, sliding=True)
