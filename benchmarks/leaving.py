@@ -22,15 +22,17 @@ embedded Redis.
    event, ``state`` none, comes just before).
 2. A removed visitor. ``bench-removed`` is full (40 admitted, 100
    waiting) and every process holds a copy of each admission. ``--trials``
-   times one of them is removed (``Store.leave``): the time from sending it
-   to each process dropping its copy, by the process's own clock; then one
+   times one of them is removed (``Store.leave`` with the room's name, as
+   the console and the back office call it): the time from sending it to
+   each process dropping its copy, by the process's own clock; then one
    request a process with the visitor's cookie, which must not pass.
 3. After ``FLUSHALL`` (data lost while Redis stays up), ``--flush-trials``
    times each: visitors admitted and copied anew, then ``FLUSHALL`` and at
-   once the remove of one of them (from the remove to each process dropping
-   its copy: Redis no longer knows the visitor); and ``FLUSHALL`` alone
-   (from it to each process dropping its copies: the room's next tick finds
-   its incarnation changed, see queuegate/ticker.py).
+   once ``queuegate remove ROOM VISITOR`` (the console, a process of its
+   own; from just before its call to each process dropping its copy: Redis
+   no longer knows the room nor the visitor); and ``FLUSHALL`` alone (from
+   it to each process dropping its copies: the room's next tick finds its
+   incarnation changed, see queuegate/ticker.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -54,7 +58,7 @@ from queuegate.tokens import Tokens
 
 from .app import ROOMS, SECRET
 from .report import print_report
-from .speed import most_files, uvicorn_server
+from .speed import ROOT, most_files, uvicorn_server
 
 LINE = next(room for room in ROOMS if room.name == "bench-leave")
 FULL = next(room for room in ROOMS if room.name == "bench-removed")
@@ -218,6 +222,35 @@ async def streams(redis_url: str, ports: Sequence[int], samples: int, held: int)
 # -- 2 and 3. removed visitors, every process's copy ---------------------
 
 
+class ConsoleRemove:
+    """``queuegate remove`` for a visitor, the console a process of its own,
+    started ahead (its imports done) and told when to call."""
+
+    def __init__(self, redis_url: str, visitor: str) -> None:
+        code = (
+            "import sys, time\n"
+            "from queuegate.cli import main\n"
+            "print('ready', file=sys.stderr, flush=True)\n"
+            "sys.stdin.readline()\n"
+            "print(time.monotonic(), file=sys.stderr, flush=True)\n"
+            "sys.exit(main(sys.argv[1:]))\n"
+        )
+        command = [sys.executable, "-c", code, "--redis", redis_url, "remove", FULL.name, visitor]
+        self.visitor = visitor
+        pipe = subprocess.PIPE
+        self.process = subprocess.Popen(command, cwd=ROOT, stdin=pipe, stdout=pipe, stderr=pipe, text=True)
+        assert self.process.stderr is not None
+        assert self.process.stderr.readline().strip() == "ready"
+
+    def run(self) -> tuple[float, str]:
+        """Call now: the time (``time.monotonic()``, the same clock in every
+        process) just before the console's call, and what it answered (its
+        error, if it failed)."""
+        out, err = self.process.communicate("go\n", timeout=30)
+        said = (out.strip() or err.strip().splitlines()[-1]).replace(self.visitor, "V")
+        return float(err.split()[0]), said
+
+
 class Processes:
     """The three app processes: each one's requests and its probe of copies."""
 
@@ -285,7 +318,7 @@ async def removals(redis_url: str, ports: Sequence[int], trials: int, flush_tria
         missed = passed = 0
         for visitor in admitted[:trials]:
             sent = time.monotonic()
-            await operator.leave(FULL, visitor, who="benchmark")
+            await operator.leave(FULL.name, visitor, who="benchmark")
             for one in await processes.dropped([visitor]):
                 if visitor in one:
                     delays.append(one[visitor] - sent)
@@ -302,6 +335,7 @@ async def removals(redis_url: str, ports: Sequence[int], trials: int, flush_tria
         after_remove: list[float] = []
         alone: list[float] = []
         missed_flush = by_tick = 0
+        answers: list[str] = []
         for trial in range(flush_trials):
             for way in ("remove", "alone"):
                 await check.flushall()
@@ -315,9 +349,10 @@ async def removals(redis_url: str, ports: Sequence[int], trials: int, flush_tria
                 await processes.copied(visitors)
                 await asyncio.sleep(0.3)  # each process ticked the room and knows its incarnation
                 if way == "remove":
+                    console = await asyncio.to_thread(ConsoleRemove, redis_url, visitors[0])
                     await check.flushall()
-                    sent = time.monotonic()
-                    await operator.leave(FULL, visitors[0], who="benchmark")
+                    sent, said = await asyncio.to_thread(console.run)
+                    answers.append(said)
                     for one in await processes.dropped(visitors[:1]):
                         if visitors[0] not in one:
                             missed_flush += 1
@@ -336,6 +371,7 @@ async def removals(redis_url: str, ports: Sequence[int], trials: int, flush_tria
                 "flush_trials": flush_trials,
                 "flush_then_remove_copy_dropped_ms_p50_p99_max": quantiles(after_remove),
                 "flush_then_remove_dropped_by_a_tick_first": by_tick,
+                "flush_then_remove_console_said": sorted(set(answers)),
                 "flush_alone_copy_dropped_ms_p50_p99_max": quantiles(alone),
                 "flush_copies_not_dropped_within_5s": missed_flush,
                 "subscriptions_lost": await processes.lost(),
