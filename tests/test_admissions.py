@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from queuegate import Room, Store
 from queuegate.embedded import EmbeddedServer
 from queuegate.invalidations import LEASE, PING_EVERY
-from queuegate.store import connect
+from queuegate.store import UnknownRoom, connect
 from queuegate.ticker import LEASE_MS
 
 from .conftest import SECRET, MakeGate, client_for
@@ -145,7 +145,8 @@ async def test_removing_by_name_after_the_data_is_lost_revokes_every_copy(proces
     assert isinstance(one.client, aioredis.Redis)
     await one.client.flushall()
     sent = time.monotonic()
-    assert not await one.leave("sale", "v1", who="operator")  # held no place: Redis lost it
+    with pytest.raises(UnknownRoom, match="its data was lost"):  # a typo looks the same
+        await one.leave("sale", "v1", who="operator")
     took = await until(lambda: other.admissions.admitted_until("sale", "v1") is None, 1.0)
     assert took < 0.1, sent
 
