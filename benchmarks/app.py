@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
+from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from queuegate import QueueGate, Room
 
@@ -36,6 +38,11 @@ ROOMS = [
     Room("bench-held", paths=["/held"], rate=4, per=1, session=3600, client_limit=0),
     # Open streams, far back: nobody is admitted.
     Room("bench-streams", paths=["/streams"], rate=1, per=3600, client_limit=0),
+    # Leavers' streams at every rank of a long line (python -m benchmarks.leaving).
+    Room("bench-leave", paths=["/leave"], rate=1, per=3600, client_limit=0),
+    # Removed visitors whose admission every process copied: the room is
+    # full and people wait, so a removed visitor who comes back waits.
+    Room("bench-removed", paths=["/removed"], capacity=40, session=3600, client_limit=0),
     # The challenge benchmark: a proof of work before each place (difficulty
     # set by the benchmark at run time), room for everyone.
     Room("bench-human", paths=["/human"], capacity=100_000_000, client_limit=0, challenge=10_000),
@@ -60,11 +67,61 @@ async def held_stream(request: Request) -> StreamingResponse:
 bare = Starlette(routes=[Route("/sse", held_stream), Route("/{name}", page)])
 app: ASGIApp
 
+
+class CopiesSeen:
+    """The gated app, and what this process's copies of admissions go through
+    (python -m benchmarks.leaving): ``GET /_bench/copies/ROOM?v=A,B`` says,
+    for each visitor, whether this process would pass them on its copy
+    alone now, and when (``time.monotonic()``, the same clock in every
+    process) it dropped its copy: on a revocation heard, or on losing its
+    subscription (``lost`` counts those)."""
+
+    def __init__(self, gate: QueueGate) -> None:
+        self.gate = gate
+        self.dropped: dict[tuple[str, str], float] = {}
+        self.lost = 0
+        admissions = gate.store.admissions
+        revoke, clear = admissions.revoke, admissions.clear
+
+        def revoked(room: str, visitor: str, at_ms: int) -> None:
+            now = time.monotonic()
+            held = [v for r, v in admissions._until if r == room] if visitor == "*" else [visitor]
+            for one in held:
+                self.dropped.setdefault((room, one), now)
+            revoke(room, visitor, at_ms)
+
+        def cleared() -> None:
+            now = time.monotonic()
+            self.lost += 1
+            for key in admissions._until:
+                self.dropped.setdefault(key, now)
+            clear()
+
+        admissions.revoke = revoked  # type: ignore[method-assign]
+        admissions.clear = cleared  # type: ignore[method-assign]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/_bench/copies/"):
+            await self.gate(scope, receive, send)
+            return
+        room = scope["path"].rsplit("/", 1)[1]
+        query = parse_qs(scope["query_string"].decode())
+        visitors = [v for v in query.get("v", [""])[0].split(",") if v]
+        copies = self.gate.store.admissions
+        answer = {
+            "live": self.gate.store.invalidations.live,
+            "lost": self.lost,
+            "held": {v: copies.admitted_until(room, v) is not None for v in visitors},
+            "dropped": {v: self.dropped[(room, v)] for v in visitors if (room, v) in self.dropped},
+        }
+        await JSONResponse(answer)(scope, receive, send)
+
+
 if os.environ.get("QUEUEGATE_BENCH_LOG"):  # the gate's own log lines, to see what it went through
     logging.basicConfig(level=logging.INFO)
 
 if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
-    app = QueueGate(
+    gate = QueueGate(
         bare,
         rooms=ROOMS,
         secret_key=SECRET,
@@ -75,5 +132,6 @@ if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
         # each from another address (X-Forwarded-For).
         trusted_proxies=["127.0.0.1"],
     )
+    app = CopiesSeen(gate) if os.environ.get("QUEUEGATE_BENCH_COPIES") else gate
 else:
     app = bare

@@ -360,6 +360,14 @@ class Store:
         self.admissions.forget(name, visitor)
         try:
             return bool(await self._call("remove", room, now, visitor, why, who))
+        except UnknownRoom as exc:
+            # Named only (the console, the back office): a typo, or a room
+            # whose data Redis lost, where copies of the visitor's admission
+            # would live until the room's next tick. Revoked either way
+            # (revoke.lua), and the caller still told of the unknown room.
+            await self._call("revoke", name, now, visitor)
+            said = f"{exc} (or its data was lost); any copy of the admission of {visitor!r} revoked"
+            raise UnknownRoom(said) from None
         finally:
             # This process's next polls see the line it changed (the others
             # drop theirs when they hear of it).

@@ -180,6 +180,9 @@ async def test_every_change_is_logged_with_who_and_what(store: Store) -> None:
         assert (await client.post("/ops/api/rooms/sale", json={"rate": -1})).status_code == 400
         assert (await client.post("/ops/api/rooms/sale", json={"colour": "red"})).status_code == 400
         assert (await client.post("/ops/api/rooms/nope", json={"rate": 1})).status_code == 404
+        gone = await client.post("/ops/api/rooms/nope/remove", json={"visitor": "v1"})
+        assert gone.status_code == 404
+        assert "its data was lost" in gone.json()["error"]
         huge = await client.post("/ops/api/rooms/sale", json={"rate": 1, "pad": "x" * 20_000})
         assert huge.status_code == 400
         assert "KiB" in huge.json()["error"]

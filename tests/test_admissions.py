@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from queuegate import Room, Store
 from queuegate.embedded import EmbeddedServer
 from queuegate.invalidations import LEASE, PING_EVERY
-from queuegate.store import connect
+from queuegate.store import UnknownRoom, connect
 from queuegate.ticker import LEASE_MS
 
 from .conftest import SECRET, MakeGate, client_for
@@ -134,6 +134,21 @@ async def test_removing_a_visitor_redis_does_not_know_revokes_every_copy(process
     assert not await one.leave(ROOM, "v1")  # "held no place", and still revoked
     took = await until(lambda: other.admissions.admitted_until("sale", "v1") is None, 1.0)
     assert took < 0.1
+
+
+async def test_removing_by_name_after_the_data_is_lost_revokes_every_copy(processes: list[Store]) -> None:
+    """The console and the back office name the room; after FLUSHALL Redis
+    no longer knows it (until a tick makes it anew), and the remove must
+    still revoke every copy at once, not wait for that tick."""
+    one, other = processes
+    await admitted_and_copied(other, ROOM, "v1")
+    assert isinstance(one.client, aioredis.Redis)
+    await one.client.flushall()
+    sent = time.monotonic()
+    with pytest.raises(UnknownRoom, match="its data was lost"):  # a typo looks the same
+        await one.leave("sale", "v1", who="operator")
+    took = await until(lambda: other.admissions.admitted_until("sale", "v1") is None, 1.0)
+    assert took < 0.1, sent
 
 
 async def test_sliding_sessions_and_identified_users_are_never_copied(processes: list[Store]) -> None:

@@ -166,6 +166,7 @@ async def test_set_release_remove_drain_seed(busy_room: str) -> None:
     [
         (("show", "nope"), 1, "no room named 'nope'"),
         (("set", "nope", "--rate", "3"), 1, "no room named 'nope'"),
+        (("remove", "nope", "v1"), 1, "no room named 'nope' has been used yet (or its data was lost)"),
         (("set", "sale", "--rate", "-3"), 2, "rate must be a whole number >= 0"),
         (("set", "sale", "--status", "ajar"), 2, "status must be one of"),
         (("set", "sale", "--opens-at", "tomorrow"), 2, "opens_at must be an ISO 8601 time"),

@@ -212,7 +212,9 @@ class BackOffice:
         visitor = (await _json(request)).get("visitor")
         if not isinstance(visitor, str) or not 0 < len(visitor) <= 200:
             raise ConfigError("visitor must be a visitor id (from the lists above)")
-        await self.store.stats(name)
+        # An unknown room fails in the call itself, which changes nothing but
+        # still revokes copies of the visitor's admission (the room's data
+        # may have been lost: see Store.leave).
         change = self.store.release if action == "release" else self.store.leave
         held = await change(name, visitor, who=who)
         return JSONResponse({"room": name, "visitor": visitor, "held_a_place": held})

@@ -57,6 +57,7 @@ SCRIPTS = {
     "tick": ("clock", "liveness", "estimate", "analytics", "advance", "tick"),
     "checkin": ("clock", "liveness", "checkin"),
     "places": ("clock", "liveness", "places"),
+    "revoke": ("clock", "revoke"),
 }
 
 # The scripts that run advance.lua, which stores a room's lottery seed when
