@@ -270,31 +270,9 @@ async def family_report(redis_url: str, family: str, seeds: int, phase_seconds: 
     return {"family": family, "about": FAMILIES[family].about, "phases": phases}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.families", description=(__doc__ or "").split("\n\n")[0]
-    )
-    parser.add_argument("--seeds", type=int, default=16)
-    parser.add_argument("--phase-seconds", type=int, default=120)
-    parser.add_argument("--family", action="append", choices=sorted(FAMILIES), help="(default: all)")
-    parser.add_argument("--trace", metavar="FAMILY:SEED", help="one run's rate and reason, each second")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    families = args.family or list(FAMILIES)
-    with EmbeddedServer(server_binary("path")) as server:
-        if args.trace:
-            name, _, seed = args.trace.partition(":")
-            run = asyncio.run(simulate(server.url, name, int(seed or 0), args.phase_seconds))
-            for second, (rate, reason) in enumerate(zip(run.rates, run.reasons, strict=True)):
-                print(second, rate, reason)
-            return 0
-        results = [
-            asyncio.run(family_report(server.url, f, args.seeds, args.phase_seconds)) for f in families
-        ]
-    if args.json:
-        print(json.dumps({"seeds": args.seeds, "phase_seconds": args.phase_seconds, "families": results}))
-        return 0
-    about = f"{args.seeds} seeds a family, phases of {args.phase_seconds} s"
+def print_table(results: list[dict[str, Any]], seeds: int, phase_seconds: int) -> None:
+    """The report as a table (``python -c`` it over a ``--json`` run's families)."""
+    about = f"{seeds} seeds a family, phases of {phase_seconds} s"
     print(f"{about}; goodput against each phase's best fixed rate")
     print(
         "(bound: the goodput of the fastest climb the safety rule allows, knowing each"
@@ -335,6 +313,33 @@ def main(argv: list[str] | None = None) -> int:
         named = result["phases"][0]["named_s"]
         if result["family"] == "unreachable":
             print(f"{'':>22} target out of reach named after {named} s at the latest (-1: never)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.families", description=(__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--phase-seconds", type=int, default=120)
+    parser.add_argument("--family", action="append", choices=sorted(FAMILIES), help="(default: all)")
+    parser.add_argument("--trace", metavar="FAMILY:SEED", help="one run's rate and reason, each second")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    families = args.family or list(FAMILIES)
+    with EmbeddedServer(server_binary("path")) as server:
+        if args.trace:
+            name, _, seed = args.trace.partition(":")
+            run = asyncio.run(simulate(server.url, name, int(seed or 0), args.phase_seconds))
+            for second, (rate, reason) in enumerate(zip(run.rates, run.reasons, strict=True)):
+                print(second, rate, reason)
+            return 0
+        results = [
+            asyncio.run(family_report(server.url, f, args.seeds, args.phase_seconds)) for f in families
+        ]
+    if args.json:
+        print(json.dumps({"seeds": args.seeds, "phase_seconds": args.phase_seconds, "families": results}))
+        return 0
+    print_table(results, args.seeds, args.phase_seconds)
     return 0
 
 
