@@ -18,7 +18,8 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from queuegate import QueueGate, Room
-from queuegate.cli import _parser, _simulate
+from queuegate.cli.parser import _parser
+from queuegate.cli.simulate import _simulate
 from queuegate.embedded import EmbeddedServer
 from queuegate.simulate import Progress, simulate
 

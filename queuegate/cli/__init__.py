@@ -1,0 +1,82 @@
+"""The operator's console: ``queuegate list|show|set|release|remove|drain|seed|simulate|serve-admin``.
+
+It talks to the same Redis as the app (``--redis`` or ``QUEUEGATE_REDIS_URL``)
+and goes through the same scripts, so a change applies in every app process at
+its next request. Errors are one line on stderr and a non-zero exit status,
+with nothing changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from ..console import show
+from ..settings import ConfigError
+from ..store import Store, StoreError, UnknownRoom, connect, redacted
+from .commands import _run
+from .parser import CommandError, _parser
+from .simulate import _simulate
+
+__all__ = ["main"]
+
+
+def _serve_admin(args: argparse.Namespace, url: str) -> int:
+    secret = os.environ.get("QUEUEGATE_ADMIN_SECRET", "")
+    if len(secret) < 12:
+        raise CommandError(
+            "serve-admin: set QUEUEGATE_ADMIN_SECRET (12 characters or more) for its sign-in", 2
+        )
+    try:
+        import uvicorn
+    except ImportError:
+        raise CommandError('serve-admin needs uvicorn: pip install "queuegate[admin]"', 2) from None
+    from .. import admin
+
+    office = admin.app(Store(connect(url, args.timeout), args.prefix, args.timeout), secret=secret)
+    print(f"queuegate back office: http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
+    uvicorn.run(office, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "simulate":
+        return _simulate(args)
+    url = args.redis or os.environ.get("QUEUEGATE_REDIS_URL")
+    try:
+        if not url:
+            raise CommandError("no Redis: pass --redis redis://host:6379/0 or set QUEUEGATE_REDIS_URL", 2)
+        if args.command == "serve-admin":
+            return _serve_admin(args, url)
+        output = asyncio.run(_run(args, url))
+    except CommandError as exc:
+        print(f"queuegate: {exc}", file=sys.stderr)
+        return exc.status
+    except ConfigError as exc:
+        print(f"queuegate: {exc}", file=sys.stderr)
+        return 2
+    except UnknownRoom as exc:
+        print(f"queuegate: {exc}", file=sys.stderr)
+        return 1
+    except StoreError as exc:
+        print(f"queuegate: cannot reach Redis at {redacted(url or '?')} ({exc})", file=sys.stderr)
+        return 1
+    try:
+        if isinstance(output, str):
+            print(output)
+        else:
+            show(output)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Piped into a reader that stopped early (`| head`): not an error of
+        # ours; stdout is pointed at nothing so closing it cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,232 @@
+"""The console's command line: its options, each checked with one error naming it."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlsplit
+
+from ..analytics import KEEP_MINUTES
+
+T = TypeVar("T")
+DURATIONS = ("per", "session", "abandon", "settle")  # ms in Redis, seconds on the command line
+
+
+class CommandError(Exception):
+    """A one-line message for the operator; the exit status rides along."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad values are one line on stderr, naming the option, and status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _number(text: str, cast: Callable[[str], float]) -> float:
+    try:
+        value = cast(text)
+    except ValueError:
+        kind = "whole number" if cast is int else "number"
+        raise argparse.ArgumentTypeError(f"must be a {kind}, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _ranged(
+    cast: Callable[[str], float], low: float, high: float | None = None, *, above: bool = False
+) -> Any:
+    """An argparse ``type=``: a number from ``low`` (``above``: more than
+    ``low``) up to ``high``."""
+
+    def parse(text: str) -> float:
+        value = _number(text, cast)
+        if (value <= low if above else value < low) or (high is not None and value > high):
+            if high is None:
+                wanted = f"more than {low:g}" if above else f"{low:g} or more"
+            else:
+                wanted = f"more than {low:g} and at most {high:g}" if above else f"from {low:g} to {high:g}"
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(f"must be an http:// or https:// URL, got {text!r}")
+    return text
+
+
+def _prefix(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", text):
+        raise argparse.ArgumentTypeError(f"must be 1-32 letters, digits, '.', '-' or '_', got {text!r}")
+    return text
+
+
+class _Range(argparse.Action):
+    """``MIN MAX``, with MIN <= MAX."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        low, high = values
+        if low > high:
+            parser.error(
+                f"argument {self.option_strings[0]}: MIN ({low:g}) must not be more than MAX ({high:g})"
+            )
+        setattr(namespace, self.dest, (low, high))
+
+
+SECONDS = _ranged(float, 0, above=True)
+COUNT = _ranged(int, 1)
+DESCRIPTION = """\
+queuegate's console: list, show and change the rooms in the Redis the app
+uses, and send virtual visitors to a gated page."""
+EPILOG = """\
+Redis comes from --redis or QUEUEGATE_REDIS_URL; changes apply in every app
+process at its next request. Errors are one line on stderr and a non-zero
+exit status, with nothing changed. Add --json to list, show, seed and
+simulate for scripts; without it, tables (in colour on a terminal).
+
+examples:
+  queuegate list
+  queuegate show sale
+  queuegate set sale --rate 20 --per 10
+  queuegate simulate --url http://127.0.0.1:8000/checkout --visitors 200
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="queuegate",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--redis", metavar="URL", help="Redis URL (default: $QUEUEGATE_REDIS_URL)")
+    parser.add_argument(
+        "--prefix",
+        type=_prefix,
+        default=os.environ.get("QUEUEGATE_PREFIX", "qg"),
+        help="key prefix (default: $QUEUEGATE_PREFIX or qg)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=SECONDS,
+        default=2.0,
+        metavar="SECONDS",
+        help="give up each call to Redis after this long (default: 2)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    listing = commands.add_parser("list", help="every room with its live numbers")
+    listing.add_argument("--json", action="store_true", help="as JSON")
+
+    show = commands.add_parser("show", help="one room: numbers, settings, head of the line")
+    show.add_argument("room")
+    show.add_argument(
+        "--visitors",
+        type=_ranged(int, 0, 1000),
+        default=5,
+        metavar="N",
+        help="how many waiting and active ids to list (default: 5)",
+    )
+    show.add_argument("--json", action="store_true", help="as JSON, with the line minute by minute")
+    show.add_argument(
+        "--minutes",
+        type=_ranged(int, 1, KEEP_MINUTES),
+        default=60,
+        help=f"how many one-minute points of the line to give with --json (1-{KEEP_MINUTES}, default: 60)",
+    )
+
+    office = commands.add_parser(
+        "serve-admin", help="serve the back office (its sign-in secret from $QUEUEGATE_ADMIN_SECRET)"
+    )
+    office.add_argument("--host", default="127.0.0.1")
+    office.add_argument("--port", type=_ranged(int, 1, 65535), default=8400)
+
+    change = commands.add_parser("set", help="change a room's run-time settings")
+    change.add_argument("room")
+    change.add_argument("--rate", type=int, help="visitors admitted per interval")
+    change.add_argument("--per", type=float, help="interval, seconds")
+    change.add_argument("--capacity", type=int, help="most active sessions (0: no limit)")
+    change.add_argument("--session", type=float, help="session length, seconds")
+    change.add_argument("--sliding", action=argparse.BooleanOptionalAction, help="renew sessions")
+    change.add_argument("--abandon", type=float, help="skip waiting visitors silent this long, seconds")
+    change.add_argument("--max-step", type=int, dest="max_step", help="most visitors moved per call")
+    change.add_argument("--forget", type=float, help="expire the room this long after its last call, seconds")
+    change.add_argument("--status", help="open, paused, queue_all, passthrough or closed")
+    change.add_argument("--method", help="fifo or random")
+    change.add_argument("--opens-at", dest="opens_at", help="scheduled opening, ISO 8601 with a zone")
+    change.add_argument(
+        "--client-limit", type=int, dest="client_limit", help="new places per client a minute"
+    )
+    change.add_argument(
+        "--challenge", type=int, help="proof of work before a new place: largest number to try (0: none)"
+    )
+    change.add_argument(
+        "--target-ms", type=int, dest="target_ms", help="health target: p95 of responses, ms (0: off)"
+    )
+    change.add_argument("--max-errors", type=float, dest="max_errors", help="tolerated error share (0.02)")
+    change.add_argument("--floor", type=int, help="the controller's lowest rate (or capacity)")
+    change.add_argument("--ceiling", type=int, help="the controller's highest rate (or capacity), 0: none")
+    change.add_argument("--settle", type=float, help="seconds between two of the controller's changes")
+    change.add_argument(
+        "--auto", action="store_true", help="give the rate (or capacity) back to the controller after --rate"
+    )
+    change.add_argument(
+        "--reset", action="append", default=[], metavar="SETTING", help="back to the default from code"
+    )
+
+    for name, text in (("release", "free a visitor's slot"), ("remove", "take a visitor out of the room")):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("room")
+        sub.add_argument("visitor")
+
+    drain = commands.add_parser("drain", help="empty the line (active sessions run on)")
+    drain.add_argument("room")
+    drain.add_argument("--yes", action="store_true", help="confirm: everyone waiting loses their place")
+
+    seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the event")
+    seed.add_argument("room")
+    seed.add_argument("--json", action="store_true", help="as JSON")
+
+    sim = commands.add_parser("simulate", help="virtual visitors against a gated URL (a load test)")
+    sim.add_argument(
+        "--url", required=True, type=_url, help="a gated page, e.g. http://127.0.0.1:8000/checkout"
+    )
+    sim.add_argument("--visitors", type=COUNT, default=100, help="how many (default: 100)")
+    sim.add_argument("--concurrency", type=COUNT, default=50, help="most visitors at once (default: 50)")
+    sim.add_argument(
+        "--give-up",
+        type=_ranged(float, 0, 1),
+        default=0.2,
+        metavar="SHARE",
+        help="share of visitors who leave early, 0 to 1 (default: 0.2)",
+    )
+    sim.add_argument(
+        "--patience",
+        type=_ranged(float, 0),
+        nargs=2,
+        action=_Range,
+        default=(5.0, 60.0),
+        metavar=("MIN", "MAX"),
+        help="how long those who leave early wait, seconds (default: 5 60)",
+    )
+    sim.add_argument(
+        "--max-seconds", type=SECONDS, default=600.0, help="stop the run after this long (default: 600)"
+    )
+    sim.add_argument("--seed", type=int, help="for a repeatable run")
+    sim.add_argument("--json", action="store_true", help="the summary as JSON, no progress bar")
+    return parser
