@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
@@ -57,7 +57,16 @@ async def held_stream(request: Request) -> StreamingResponse:
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
-bare = Starlette(routes=[Route("/sse", held_stream), Route("/{name}", page)])
+async def joins(request: Request) -> JSONResponse:
+    """How this process's newcomers' joins went to Redis (queuegate.joins):
+    joins answered by a shared call, the calls, and joins sent on to the
+    full call; zeros when bare. For the speed benchmark's batch sizes."""
+    found = getattr(getattr(app, "store", None), "joins", None)
+    counts = {name: getattr(found, name, 0) for name in ("answered", "calls", "unsettled")}
+    return JSONResponse(counts)
+
+
+bare = Starlette(routes=[Route("/sse", held_stream), Route("/_bench/joins", joins), Route("/{name}", page)])
 app: ASGIApp
 
 if os.environ.get("QUEUEGATE_BENCH_LOG"):  # the gate's own log lines, to see what it went through
