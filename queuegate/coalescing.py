@@ -11,10 +11,11 @@ twice before its call goes shares one answer.
 
 With ``busy_within``, a key is busy while its batches open less than that
 apart: then a new batch waits ``max_wait`` for companions even with no
-call in flight. An event loop with time to spare answers each request in
-a turn of its own, so a steady stream of arrivals (a paced storm of
-joins) would otherwise go one call each; the first item after a quiet
-spell still goes at the end of its turn.
+call in flight, nor goes when a call in flight comes back (a fast reply
+would send it alone). An event loop with time to spare answers each
+request in a turn of its own, so a steady stream of arrivals (a paced
+storm of joins) would otherwise go one call each; the first item after a
+quiet spell still goes at the end of its turn.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class _Batch(Generic[Item, Result]):
     # Each item's callers, a future each: one caller giving up (its future
     # cancelled) leaves the others' answers alone.
     waiters: dict[Item, list[asyncio.Future[Result]]] = field(default_factory=dict)
+    lingers: bool = False  # opened while its key was busy: it goes after max_wait, not sooner
 
 
 class Coalescer(Generic[Item, Result]):
@@ -69,6 +71,7 @@ class Coalescer(Generic[Item, Result]):
                 now = loop.time()
                 busy = now - self._opened.get(key, -self.busy_within) < self.busy_within
                 self._opened[key] = now
+            batch.lingers = busy
             if busy or self._in_flight.get(key):
                 loop.call_later(self.max_wait, self._flush, key, batch)
             else:
@@ -119,7 +122,7 @@ class Coalescer(Generic[Item, Result]):
         else:
             del self._in_flight[key]
         batch = self._batches.get(key)
-        if batch is not None:
+        if batch is not None and not batch.lingers:
             self._flush(key, batch)
 
     async def aclose(self) -> None:

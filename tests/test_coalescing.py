@@ -106,3 +106,20 @@ async def test_in_a_storm_a_batch_waits_for_companions_with_no_call_in_flight() 
     await later
     await coalescer.aclose()
     await eager.aclose()
+
+
+async def test_in_a_storm_a_reply_does_not_send_the_batch_before_max_wait() -> None:
+    recorder = Recorder()
+    coalescer: Coalescer[str, str] = Coalescer(recorder.send, max_wait=0.05, max_batch=100, busy_within=0.5)
+    first = asyncio.ensure_future(coalescer.add("room", "r", "a"))
+    await asyncio.sleep(0.001)
+    assert recorder.batches == [["a"]]  # in flight
+    second = asyncio.ensure_future(coalescer.add("room", "r", "b"))  # busy: it lingers
+    await asyncio.sleep(0.001)
+    recorder.release.set()
+    assert await first == "r:a"
+    await asyncio.sleep(0.005)
+    assert recorder.batches == [["a"]]  # the reply did not send "b" alone
+    assert await second == "r:b"
+    assert recorder.batches == [["a"], ["b"]]
+    await coalescer.aclose()
