@@ -64,7 +64,16 @@ async def held_stream(request: Request) -> StreamingResponse:
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
-bare = Starlette(routes=[Route("/sse", held_stream), Route("/{name}", page)])
+async def joins(request: Request) -> JSONResponse:
+    """How this process's newcomers' joins went to Redis (queuegate.joins):
+    joins answered by a shared call, the calls, and joins sent on to the
+    full call; zeros when bare. For the speed benchmark's batch sizes."""
+    found = getattr(getattr(app, "store", None), "joins", None)
+    counts = {name: getattr(found, name, 0) for name in ("answered", "calls", "unsettled")}
+    return JSONResponse(counts)
+
+
+bare = Starlette(routes=[Route("/sse", held_stream), Route("/_bench/joins", joins), Route("/{name}", page)])
 app: ASGIApp
 
 

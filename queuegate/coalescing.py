@@ -8,6 +8,14 @@ of a key (a room) go at the end of the loop turn the first of them arrived
 in or, while a call of that key is in flight, when it comes back, and never
 more than ``max_wait`` later; ``max_batch`` at most a call. An item asked
 twice before its call goes shares one answer.
+
+With ``busy_within``, a key is busy while its batches open less than that
+apart: then a new batch waits ``max_wait`` for companions even with no
+call in flight, nor goes when a call in flight comes back (a fast reply
+would send it alone). An event loop with time to spare answers each
+request in a turn of its own, so a steady stream of arrivals (a paced
+storm of joins) would otherwise go one call each; the first item after a
+quiet spell still goes at the end of its turn.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ class _Batch(Generic[Item, Result]):
     # Each item's callers, a future each: one caller giving up (its future
     # cancelled) leaves the others' answers alone.
     waiters: dict[Item, list[asyncio.Future[Result]]] = field(default_factory=dict)
+    lingers: bool = False  # opened while its key was busy: it goes after max_wait, not sooner
 
 
 class Coalescer(Generic[Item, Result]):
@@ -40,10 +49,13 @@ class Coalescer(Generic[Item, Result]):
         send: Callable[[Any, list[Item]], Awaitable[Sequence[Result]]],
         max_wait: float,
         max_batch: int,
+        busy_within: float = 0.0,
     ) -> None:
         self._send = send
         self.max_wait = max_wait
         self.max_batch = max_batch
+        self.busy_within = busy_within
+        self._opened: dict[str, float] = {}  # key -> loop time its last batch opened (busy_within > 0)
         self._batches: dict[str, _Batch[Item, Result]] = {}
         self._in_flight: dict[str, int] = {}  # key -> calls sent and not answered
         self._sending: set[asyncio.Task[None]] = set()
@@ -54,7 +66,13 @@ class Coalescer(Generic[Item, Result]):
         batch = self._batches.get(key)
         if batch is None:
             batch = self._batches[key] = _Batch(context)
-            if self._in_flight.get(key):
+            busy = False
+            if self.busy_within:
+                now = loop.time()
+                busy = now - self._opened.get(key, -self.busy_within) < self.busy_within
+                self._opened[key] = now
+            batch.lingers = busy
+            if busy or self._in_flight.get(key):
                 loop.call_later(self.max_wait, self._flush, key, batch)
             else:
                 loop.call_soon(self._flush, key, batch)
@@ -104,7 +122,7 @@ class Coalescer(Generic[Item, Result]):
         else:
             del self._in_flight[key]
         batch = self._batches.get(key)
-        if batch is not None:
+        if batch is not None and not batch.lingers:
             self._flush(key, batch)
 
     async def aclose(self) -> None:

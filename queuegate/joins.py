@@ -13,7 +13,11 @@ same joins would get one by one, in the order they arrived
 Nothing waits for a batch to fill (``queuegate.coalescing``): a join is
 sent at the end of the loop turn it arrived in, or, while a call of the
 room's is in flight, when that call comes back, and never more than
-``MAX_WAIT`` (1 ms) later. Only joins of visitors Redis has never seen (a
+``MAX_WAIT`` (1 ms) later. In a storm (the room's batches opening less
+than ``BUSY_WITHIN`` apart) a join waits up to ``MAX_WAIT`` for others even
+with no call in flight: a process with time to spare between requests
+would otherwise send each newcomer alone (1.3 joins a call at 1,100 joins
+a second from 128 connections, against 12 flat out from 32). Only joins of visitors Redis has never seen (a
 fresh random id, no user, no proof of work) come here; a room that is not
 settled (anyone could be let in now, before an opening, a proof of work
 asked) answers none of them and they take the full call; the room is then
@@ -33,6 +37,7 @@ __all__ = ["Joins"]
 
 MAX_BATCH = 100  # joins in one call
 MAX_WAIT = 0.001  # seconds a join waits for the room's call in flight before going on its own
+BUSY_WITHIN = 0.0  # seconds between a room's batches under which it is in a storm
 UNSETTLED_BACKOFF = 0.05  # seconds joins to an unsettled room go straight to the full call
 
 Send = Callable[[Any, Sequence[tuple[str, str]]], Awaitable[Sequence[Any] | None]]
@@ -47,9 +52,16 @@ class Joins:
 
     def __init__(self, send: Send) -> None:
         self._send = send
-        self._calls: Coalescer[tuple[str, str], Any | None] = Coalescer(self._call, MAX_WAIT, MAX_BATCH)
+        self._calls: Coalescer[tuple[str, str], Any | None] = Coalescer(
+            self._call, MAX_WAIT, MAX_BATCH, BUSY_WITHIN
+        )
         self._unsettled: dict[str, float] = {}  # room -> loop time until which it is not asked
-        self.answered = 0  # joins answered by a shared call
+        # What batching did (the speed benchmark prints them): joins answered
+        # by a shared call, the shared calls made, and joins sent on to the
+        # full call because the room was not settled.
+        self.answered = 0
+        self.calls = 0
+        self.unsettled = 0
 
     async def join(self, room: Any, visitor: str, client: str) -> Any | None:
         """The answer to ``visitor``'s join, or ``None``: the full call's to give."""
@@ -57,13 +69,16 @@ class Joins:
         until = self._unsettled.get(name)
         if until is not None:
             if asyncio.get_running_loop().time() < until:
+                self.unsettled += 1
                 return None
             del self._unsettled[name]
         return await self._calls.add(name, room, (visitor, client))
 
     async def _call(self, room: Any, joins: list[tuple[str, str]]) -> list[Any | None]:
         answers = await self._send(room, joins)
+        self.calls += 1
         if answers is None:
+            self.unsettled += len(joins)
             self._unsettled[room.name] = asyncio.get_running_loop().time() + UNSETTLED_BACKOFF
             answers = ()
         self.answered += len(answers)

@@ -158,6 +158,7 @@ def eta_text(eta_ms: int, language: Language | None = None) -> str:
 # A page's values are mostly the same from one visitor to the next (title,
 # links, labels, estimates, the clock's second): escaped and formatted once.
 _escaped = lru_cache(maxsize=4096)(html.escape)
+_escape = html.escape  # a value new to every answer: the cache would only churn
 
 
 @lru_cache(maxsize=64)
@@ -220,6 +221,13 @@ class Pages:
         # And with each room's values in (a key per room, language, page and
         # root path; bounded, as a root path may come from a proxy).
         self._for_room = lru_cache(maxsize=1024)(self._bind_room)
+        # And the waiting page with the moment's values in too (the clock's
+        # second, the poll interval): every answer of that second in that
+        # room and language fills only its own place, people ahead and
+        # estimate. A storm of joins renders the page once a second.
+        self._for_moment = lru_cache(maxsize=256)(self._bind_moment)
+        # Each answer's headers, by kind, poll interval and language.
+        self._line_headers = lru_cache(maxsize=1024)(self._make_line_headers)
         common: Headers = [
             (b"cache-control", b"no-store"),
             (b"x-content-type-options", b"nosniff"),
@@ -265,19 +273,14 @@ class Pages:
         language = language or language_for(DEFAULT)
         status = self.waiting_status if status is None else status
         poll = max(1, math.ceil(outcome.poll_ms / 1000))
-        headers = [*self._json_headers] if as_json else [*self._waiting_headers]
-        headers.append((b"retry-after", str(poll).encode()))
-        headers.append((b"content-language", language.tag.encode()))
+        headers = list(self._line_headers(as_json, poll, language.tag))
         if outcome.state == "prequeue":
             return self._prequeue(
                 title, room, outcome, status, headers, poll, status_url, leave_url, as_json, language
             )
         lottery = outcome.method == "random"
-        facts: dict[str, Any] = {
-            "position": None if lottery else outcome.rank + 1,
-            "ahead_text": language.text(LOTTERY_AHEAD) if lottery else language.ahead_text(outcome.rank),
-            "eta_text": language.eta_text(outcome.eta_ms),
-        }
+        ahead_text = language.text(LOTTERY_AHEAD) if lottery else language.ahead_text(outcome.rank)
+        eta_text = language.eta_text(outcome.eta_ms)
         if as_json:
             # What _JSON.encode makes of the payload {"room": room, "state":
             # "waiting", "method", "ahead", "line", "eta_seconds",
@@ -308,9 +311,9 @@ class Pages:
                     ',"position":',
                     "null" if lottery else str(outcome.rank + 1),
                     ',"ahead_text":',
-                    _json_text(facts["ahead_text"]),
+                    _json_text(ahead_text),
                     ',"eta_text":',
-                    _json_text(facts["eta_text"]),
+                    _json_text(eta_text),
                     "}",
                 )
             )
@@ -322,14 +325,16 @@ class Pages:
             ("stream_url", stream_url),
             *_labels(language, lottery),
         )
-        values = {
-            "poll_seconds": str(poll),
-            "updated": language.clock(outcome.now_ms // 1000),
-            "position": language.number(outcome.line if lottery else outcome.rank + 1),
-            "ahead_text": facts["ahead_text"],
-            "eta_text": facts["eta_text"],
+        moment = self._for_moment(language, room_values, poll, outcome.now_ms // 1000)
+        # Only the answer's own values are left: each escaped (a place and
+        # the people ahead are new for every newcomer; the cache is for the
+        # texts that repeat).
+        own = {
+            "position": _escape(language.number(outcome.line if lottery else outcome.rank + 1)),
+            "ahead_text": _escape(ahead_text),
+            "eta_text": _escaped(eta_text),
         }
-        return Page(status, headers, self._render(self._waiting, language, room_values, values))
+        return Page(status, headers, moment.fill(own))
 
     def _prequeue(
         self,
@@ -383,6 +388,22 @@ class Pages:
         and a response's own ``values``, all escaped."""
         bound = self._for_room(template, language, room_values)
         return bound.fill({name: _escaped(value) for name, value in values.items()})
+
+    def _bind_moment(
+        self, language: Language, room_values: tuple[tuple[str, str], ...], poll: int, second: int
+    ) -> Compiled:
+        """The waiting page in ``language`` with a room's values and the
+        moment's (the poll interval, the clock's ``second``) in."""
+        moment = {"poll_seconds": str(poll), "updated": language.clock(second)}
+        bound = self._for_room(self._waiting, language, room_values)
+        return bound.bind({name: html.escape(value) for name, value in moment.items()})
+
+    def _make_line_headers(self, as_json: bool, poll: int, tag: str) -> tuple[tuple[bytes, bytes], ...]:
+        return (
+            *(self._json_headers if as_json else self._waiting_headers),
+            (b"retry-after", str(poll).encode()),
+            (b"content-language", tag.encode()),
+        )
 
     def _bind(self, template: Compiled, language: Language) -> Compiled:
         return template.bind({**_texts(language), "style": self._style})

@@ -80,3 +80,46 @@ async def test_a_caller_giving_up_leaves_the_others_answer_alone() -> None:
     assert alone.cancelled()
     assert recorder.batches == [["a", "b"]]  # the call went for both, and came back
     await coalescer.aclose()
+
+
+async def test_in_a_storm_a_batch_waits_for_companions_with_no_call_in_flight() -> None:
+    recorder = Recorder()
+    recorder.release.set()  # calls come back at once: nothing is ever in flight for long
+    coalescer: Coalescer[str, str] = Coalescer(recorder.send, max_wait=0.02, max_batch=100, busy_within=0.5)
+    assert await coalescer.add("room", "r", "a") == "r:a"  # the first after a quiet spell: at once
+    assert recorder.batches == [["a"]]
+    # Within busy_within of the last batch: the next one waits max_wait, so
+    # items arriving in other loop turns meanwhile go with it.
+    first = asyncio.ensure_future(coalescer.add("room", "r", "b"))
+    await asyncio.sleep(0.002)
+    second = asyncio.ensure_future(coalescer.add("room", "r", "c"))
+    await asyncio.sleep(0.002)
+    assert recorder.batches == [["a"]]
+    assert list(await asyncio.gather(first, second)) == ["r:b", "r:c"]
+    assert recorder.batches == [["a"], ["b", "c"]]
+    # Without busy_within, each loop turn's items go at its end.
+    eager: Coalescer[str, str] = Coalescer(recorder.send, max_wait=0.02, max_batch=100)
+    await eager.add("room", "r", "d")
+    later = asyncio.ensure_future(eager.add("room", "r", "e"))
+    await asyncio.sleep(0.002)
+    assert recorder.batches[-2:] == [["d"], ["e"]]
+    await later
+    await coalescer.aclose()
+    await eager.aclose()
+
+
+async def test_in_a_storm_a_reply_does_not_send_the_batch_before_max_wait() -> None:
+    recorder = Recorder()
+    coalescer: Coalescer[str, str] = Coalescer(recorder.send, max_wait=0.05, max_batch=100, busy_within=0.5)
+    first = asyncio.ensure_future(coalescer.add("room", "r", "a"))
+    await asyncio.sleep(0.001)
+    assert recorder.batches == [["a"]]  # in flight
+    second = asyncio.ensure_future(coalescer.add("room", "r", "b"))  # busy: it lingers
+    await asyncio.sleep(0.001)
+    recorder.release.set()
+    assert await first == "r:a"
+    await asyncio.sleep(0.005)
+    assert recorder.batches == [["a"]]  # the reply did not send "b" alone
+    assert await second == "r:b"
+    assert recorder.batches == [["a"], ["b"]]
+    await coalescer.aclose()

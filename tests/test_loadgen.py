@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from benchmarks.loadgen import Browser
+from benchmarks.loadgen import Browser, run_load
 from queuegate.embedded import free_port
 
 from .conftest import served
@@ -96,3 +96,20 @@ async def test_it_reads_chunked_bodies_and_closed_connections(port: int) -> None
 async def test_an_unreachable_server_is_refused() -> None:
     with pytest.raises(ConnectionRefusedError):
         await Browser(free_port()).get("/")
+
+
+def test_generators_in_several_processes_share_the_connections(port: int) -> None:
+    result = run_load(port, "/", 1.0, 4, {}, True, generators=2)
+    assert result.errors == 0
+    assert result.requests > 0
+    assert result.generators == 2
+    assert 0.0 < result.generator_busy <= 1.5  # a share of a core, the busiest generator's
+
+
+def test_a_paced_load_sends_at_its_rate(port: int) -> None:
+    result = run_load(port, "/", 1.0, 8, {}, False, rate=200)
+    assert result.errors == 0
+    assert result.offered_rps == 200
+    # On schedule: about 200 requests in the second, never more.
+    assert 140 <= result.requests <= 201
+    assert result.generator_busy < 0.9
