@@ -1,7 +1,7 @@
 """Admission that follows the app's health, against fixed rates, on the same
 arrivals.
 
-    python -m benchmarks.adaptive [--phase-seconds 60] [--quick] [--inherited] [--json]
+    python -m benchmarks.adaptive [--phase-seconds 60] [--quick] [--inherited] [--delayed] [--json]
 
 The backend: three gated pages (``/shop/browse``, ``/shop/cart``,
 ``/shop/pay``) whose work is one of ``slots`` places of WORK_MS each (an
@@ -37,6 +37,16 @@ run after the phases before it at their oracles' rates, so that it faces
 the line those leave (thousands polling the same worker) as the adaptive
 room does; ``goodput_vs_inherited_oracle`` is reported beside
 ``goodput_vs_oracle``, which stays the issue's measure.
+
+With ``--delayed``, the visit of a real shop (issue 37): once in, a visitor
+makes the light pages (browse, cart: LIGHT_MS each, no slot, gated and
+measured as the others) THINK_S apart, and the heavy one (pay: a slot for
+WORK_MS) DELAYS_S after admission (drawn per visitor from a seed of its
+own, the same in every run), so the load an admission brings comes tens of
+seconds after it. The slots serve 4 purchases a second each (32, 12 and 48
+visitors a second). Phases are 180 s (90 with ``--quick``), and each
+oracle's rate is judged after a warm-up of at least the longest delay and
+10 s, once the heavy requests of its admissions have come.
 """
 
 from __future__ import annotations
@@ -85,6 +95,11 @@ PATIENCE_S = 300.0
 SETTLE_S = 6.0
 START_RATE = 5  # the adaptive room's rate at the start
 STEPS = ("browse", "cart", "pay")
+# --delayed: pay comes DELAYS_S after admission; browse and cart are light.
+DELAYS_S = (10.0, 50.0)
+LIGHT_MS = 20
+DELAYED_WARM_S = DELAYS_S[1] + 10  # an oracle's warm-up: its heavy load has come
+VISIT = "QUEUEGATE_BENCH_VISIT"  # "delayed" in the uvicorn worker's environment
 ABANDON_S = 30.0
 ROOM_SETTINGS: dict[str, Any] = {"per": 1.0, "client_limit": 0, "abandon": ABANDON_S}
 JSON = "application/json"
@@ -117,13 +132,18 @@ class Timed:
 
 
 class Backend:
-    """Pages whose work takes one of ``slots`` places for WORK_MS."""
+    """Pages whose work takes one of ``slots`` places for WORK_MS (with
+    ``delayed``, only pay's: the others are light)."""
 
-    def __init__(self) -> None:
+    def __init__(self, delayed: bool = False) -> None:
         self.slots = asyncio.Semaphore(PHASES[0])
+        self.delayed = delayed
 
     async def page(self, request: Request) -> PlainTextResponse:
         request.scope[REACHED] = True
+        if self.delayed and request.path_params.get("step") != "pay":
+            await asyncio.sleep(LIGHT_MS / 1000)
+            return PlainTextResponse("ok")
         # Like a database pool: a request that waits POOL_TIMEOUT_S for a
         # slot fails (503) instead of queueing without bound.
         slots = self.slots
@@ -145,7 +165,7 @@ class Backend:
 
 def make_app() -> ASGIApp:
     mode = os.environ.get("QUEUEGATE_BENCH_MODE", "adaptive")
-    backend = Backend()
+    backend = Backend(delayed=os.environ.get(VISIT) == "delayed")
     timed: Timed
 
     async def latencies(request: Request) -> JSONResponse:
@@ -194,7 +214,8 @@ class Record:
     looks: list[str] = field(default_factory=list)  # the p95 and the controller's reason, each second
 
 
-async def visitor(port: int, record: Record, stop: float) -> None:
+async def visitor(port: int, record: Record, stop: float, delay: float | None = None) -> None:
+    """One visit; with a ``delay``, pay comes that long after admission."""
     # A connection of its own, as a browser tab has, from a client that
     # costs little CPU: with httpx, the load generator spent a whole core on
     # a long line's polls in phase 3, and its stalls reached the pool as
@@ -226,8 +247,12 @@ async def visitor(port: int, record: Record, stop: float) -> None:
                 answer = json.loads((await get(answer["status_url"], JSON))[1])
             if answer.get("state") != "active":
                 return
+        admitted = time.monotonic()
         for step in STEPS if status != 200 else STEPS[1:]:
-            await asyncio.sleep(THINK_S)
+            pause = THINK_S
+            if delay is not None and step == "pay":
+                pause = max(THINK_S, admitted + delay - time.monotonic())
+            await asyncio.sleep(pause)
             began = time.monotonic()
             try:
                 status, _ = await get(f"/shop/{step}")
@@ -252,10 +277,13 @@ async def drive(
     phases: list[int],
     phase_seconds: float,
     schedule: list[int] | None = None,
+    delayed: bool = False,
 ) -> Record:
-    """The same seeded arrivals for every run; the phases' slots set on time
-    (and with a ``schedule``, the room's rate for each phase, at its start)."""
+    """The same seeded arrivals (and delays) for every run; the phases'
+    slots set on time (and with a ``schedule``, the room's rate for each
+    phase, at its start)."""
     rng = random.Random(7)
+    delays = random.Random(11)  # apart, so that the arrivals stay the same
     record = Record(started=time.monotonic(), started_wall=time.time())
     stop = record.started + phase_seconds * len(phases)
     store = Store(connect(redis_url, 5.0), prefix=prefix)
@@ -289,7 +317,8 @@ async def drive(
             if at >= stop:
                 break
             await asyncio.sleep(max(0.0, at - time.monotonic()))
-            tasks.append(asyncio.create_task(visitor(port, record, stop)))
+            delay = delays.uniform(*DELAYS_S) if delayed else None
+            tasks.append(asyncio.create_task(visitor(port, record, stop, delay)))
         await asyncio.sleep(max(0.0, stop - time.monotonic()))
         for task in tasks:
             task.cancel()
@@ -300,12 +329,20 @@ async def drive(
     return record
 
 
-def run(mode: str, phases: list[int], phase_seconds: float, schedule: list[int] | None = None) -> Record:
+def run(
+    mode: str,
+    phases: list[int],
+    phase_seconds: float,
+    schedule: list[int] | None = None,
+    delayed: bool = False,
+) -> Record:
     with EmbeddedServer(server_binary("path")) as server:
         prefix = f"qg{time.time_ns()}"
-        env = {"QUEUEGATE_BENCH_PREFIX": prefix}
+        env = {"QUEUEGATE_BENCH_PREFIX": prefix, VISIT: "delayed" if delayed else "shop"}
         with uvicorn_server(mode, server.url, app="benchmarks.adaptive:app", env=env) as served:
-            return uvloop.run(drive(served.port, server.url, prefix, phases, phase_seconds, schedule))
+            return uvloop.run(
+                drive(served.port, server.url, prefix, phases, phase_seconds, schedule, delayed)
+            )
 
 
 # -- the figures ---------------------------------------------------------------
@@ -345,16 +382,19 @@ def phase_figures(record: Record, index: int, phase_seconds: float, warm: float 
         "p95_ms_median": round(statistics.median(p95s), 1) if p95s else 0.0,
         "client_p95_ms_median": round(statistics.median(client_p95s), 1) if client_p95s else 0.0,
         "rate_median": statistics.median(rates) if rates else 0,
+        "rate_max": max(rates, default=0),
     }
 
 
-def oracle(slots: int, phase_seconds: float, rates: list[int]) -> dict[str, Any]:
+def oracle(slots: int, phase_seconds: float, rates: list[int], delayed: bool = False) -> dict[str, Any]:
     """The best fixed rate for ``slots`` alone: highest goodput with the p95
-    over target at most 10 % of the time (after a warm-up of a third)."""
+    over target at most 10 % of the time (after a warm-up of a third, and
+    with ``delayed`` of at least DELAYED_WARM_S)."""
     tried = []
+    warm = max(phase_seconds / 3, DELAYED_WARM_S if delayed else 0.0)
     for rate in rates:
-        record = run(str(rate), [slots], phase_seconds)
-        figures = phase_figures(record, 0, phase_seconds, warm=phase_seconds / 3)
+        record = run(str(rate), [slots], phase_seconds, delayed=delayed)
+        figures = phase_figures(record, 0, phase_seconds, warm=warm)
         tried.append({"rate": rate, **figures})
     return best_of(tried)
 
@@ -367,7 +407,12 @@ def best_of(tried: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def inherited_oracle(
-    index: int, phases: list[int], phase_seconds: float, schedule: list[int], rates: list[int]
+    index: int,
+    phases: list[int],
+    phase_seconds: float,
+    schedule: list[int],
+    rates: list[int],
+    delayed: bool = False,
 ) -> dict[str, Any]:
     """The best fixed rate for phase ``index`` in the run's own context: the
     phases before it at their oracles' rates (the line they leave, the
@@ -378,7 +423,7 @@ def inherited_oracle(
     tried = []
     for rate in rates:
         rates_here = [*schedule[:index], rate]
-        record = run(str(rates_here[0]), phases[: index + 1], phase_seconds, rates_here)
+        record = run(str(rates_here[0]), phases[: index + 1], phase_seconds, rates_here, delayed)
         tried.append({"rate": rate, **phase_figures(record, index, phase_seconds)})
     return best_of(tried)
 
@@ -387,8 +432,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.adaptive", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--phase-seconds", type=float, default=60.0)
-    parser.add_argument("--quick", action="store_true", help="30 s phases and a shorter sweep")
+    parser.add_argument("--phase-seconds", type=float, help="60 (--delayed: 180)")
+    parser.add_argument(
+        "--quick", action="store_true", help="30 s phases (--delayed: 90) and a shorter sweep"
+    )
+    parser.add_argument(
+        "--delayed",
+        action="store_true",
+        help=f"light pages, then the heavy one {DELAYS_S[0]:g}-{DELAYS_S[1]:g} s after admission",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--inherited",
@@ -397,13 +449,20 @@ def main(argv: list[str] | None = None) -> int:
         "a second oracle, beside the one measured alone",
     )
     args = parser.parse_args(argv)
-    seconds = 30.0 if args.quick else args.phase_seconds
+    delayed = bool(args.delayed)
+    seconds = args.phase_seconds or (180.0 if delayed else 60.0)
+    if args.quick:
+        seconds = 90.0 if delayed else 30.0
+    if delayed and seconds <= DELAYED_WARM_S:
+        parser.error(f"--delayed needs phases longer than the oracles' warm-up of {DELAYED_WARM_S:g} s")
     phases = list(PHASES)
-    # Visitors a second each phase's slots can serve (3 requests a visitor).
-    most = [slots * 1000 / WORK_MS / len(STEPS) for slots in phases]
+    # Visitors a second each phase's slots can serve (3 requests a visitor
+    # in a slot; with --delayed, 1).
+    heavy = 1 if delayed else len(STEPS)
+    most = [slots * 1000 / WORK_MS / heavy for slots in phases]
     sweep_shares = (0.5, 0.7, 0.85, 1.0) if args.quick else (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
     sweeps = [sorted({max(1, round(m * s)) for s in sweep_shares}) for m in most]
-    oracles = [oracle(slots, seconds, rates) for slots, rates in zip(phases, sweeps, strict=True)]
+    oracles = [oracle(slots, seconds, rates, delayed) for slots, rates in zip(phases, sweeps, strict=True)]
     # Each phase's oracle rate, set at the phase's start: what an operator
     # who knew each change the moment it came would do. What it loses at a
     # change (the visitors admitted before it still come) no controller of
@@ -412,14 +471,19 @@ def main(argv: list[str] | None = None) -> int:
     inherited = []
     if args.inherited:
         for index, rates in enumerate(sweeps):
-            inherited.append(inherited_oracle(index, phases, seconds, schedule, rates))
+            inherited.append(inherited_oracle(index, phases, seconds, schedule, rates, delayed))
     runs = {
-        "oracle_schedule": run(str(schedule[0]), phases, seconds, schedule),
-        "adaptive": run("adaptive", phases, seconds),
-        "fixed_high": run(str(round(max(most))), phases, seconds),
-        "fixed_low": run(str(max(1, round(min(most) / 2))), phases, seconds),
+        "oracle_schedule": run(str(schedule[0]), phases, seconds, schedule, delayed),
+        "adaptive": run("adaptive", phases, seconds, delayed=delayed),
+        "fixed_high": run(str(round(max(most))), phases, seconds, delayed=delayed),
+        "fixed_low": run(str(max(1, round(min(most) / 2))), phases, seconds, delayed=delayed),
     }
-    report: dict[str, Any] = {"target_ms": TARGET_MS, "phase_seconds": seconds, "phases": []}
+    report: dict[str, Any] = {
+        "target_ms": TARGET_MS,
+        "phase_seconds": seconds,
+        "visit": "delayed" if delayed else "shop",
+        "phases": [],
+    }
     for index, slots in enumerate(phases):
         best = oracles[index]["best"]
         row: dict[str, Any] = {
@@ -433,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             figures["goodput_vs_oracle"] = round(
                 figures["goodput_per_s"] / max(best["goodput_per_s"], 0.01), 3
             )
+            figures["max_rate_vs_oracle"] = round(figures["rate_max"] / max(best["rate"], 1), 2)
             row[name] = figures
         if inherited:
             # The same runs against the best fixed rate with this phase's
@@ -446,7 +511,13 @@ def main(argv: list[str] | None = None) -> int:
                     row[name]["goodput_per_s"] / max(here["goodput_per_s"], 0.01), 3
                 )
         report["phases"].append(row)
-    kept = ("goodput_vs_oracle", "goodput_vs_inherited_oracle", "above_target_share", "settle_seconds")
+    kept = (
+        "goodput_vs_oracle",
+        "goodput_vs_inherited_oracle",
+        "above_target_share",
+        "settle_seconds",
+        "max_rate_vs_oracle",
+    )
     report["adaptive"] = [
         {"slots": row["slots"], **{k: row["adaptive"][k] for k in kept if k in row["adaptive"]}}
         for row in report["phases"]
@@ -457,9 +528,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"target p95 {TARGET_MS} ms; phases of {seconds:g} s; {ARRIVALS:g} visitors/s arriving")
-    heads = ("phase", "run", "goodput/s", "vs oracle", "p95>target", "settle s", "rate")
-    print(" ".join(f"{h:>{w}}" for h, w in zip(heads, (6, 15, 10, 10, 11, 9, 6), strict=True)))
+    visit = f"; pay {DELAYS_S[0]:g}-{DELAYS_S[1]:g} s after admission" if delayed else ""
+    print(f"target p95 {TARGET_MS} ms; phases of {seconds:g} s; {ARRIVALS:g} visitors/s arriving{visit}")
+    heads = ("phase", "run", "goodput/s", "vs oracle", "p95>target", "settle s", "rate", "max/oracle")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(heads, (6, 15, 10, 10, 11, 9, 6, 11), strict=True)))
     for index, row in enumerate(report["phases"]):
         label = f"{index + 1} ({row['slots']})"
         oracle_goodput, oracle_rate = row["oracle_goodput_per_s"], row["oracle_rate"]
@@ -474,7 +546,8 @@ def main(argv: list[str] | None = None) -> int:
             in_run = f"  (vs oracle in run {f['goodput_vs_inherited_oracle']:.3f})" if inherited else ""
             print(
                 f"{'':>6} {name:>15} {f['goodput_per_s']:>10.2f} {f['goodput_vs_oracle']:>10.3f} "
-                f"{f['above_target_share']:>11.1%} {f['settle_seconds']:>9.1f} {f['rate_median']:>6}{in_run}"
+                f"{f['above_target_share']:>11.1%} {f['settle_seconds']:>9.1f} {f['rate_median']:>6} "
+                f"{f['max_rate_vs_oracle']:>10.2f}x{in_run}"
             )
     print("adaptive rate, each second:", " ".join(map(str, runs["adaptive"].rates)))
     return 0
