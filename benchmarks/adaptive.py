@@ -348,7 +348,11 @@ def run(
 # -- the figures ---------------------------------------------------------------
 
 
-def p95_per_second(requests: list[tuple[float, float]], start: float, end: float) -> list[float]:
+def p95_per_second(
+    requests: list[tuple[float, float]], start: float, end: float, empty: float | None = 0.0
+) -> list[float]:
+    """Each second's p95 of the (end, ms) pairs that ended in it; a second
+    without one counts as ``empty``, or is left out if that is None."""
     by_second: dict[int, list[float]] = {}
     for at, latency in requests:
         if start <= at < end:
@@ -356,7 +360,10 @@ def p95_per_second(requests: list[tuple[float, float]], start: float, end: float
     out = []
     for second in range(int(start), int(end)):
         values = sorted(by_second.get(second, []))
-        out.append(values[int(0.95 * (len(values) - 1))] if values else 0.0)
+        if values:
+            out.append(values[int(0.95 * (len(values) - 1))])
+        elif empty is not None:
+            out.append(empty)
     return out
 
 

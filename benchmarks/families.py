@@ -42,6 +42,7 @@ from queuegate import Health, Room
 from queuegate.embedded import EmbeddedServer, server_binary
 from queuegate.store import Store, connect
 
+from .adaptive import p95_per_second
 from .plants import FAMILIES, Plant, capacity_rate, make_plant
 
 T0 = 1_900_000_000_000  # ms: the simulated clock's start
@@ -121,23 +122,9 @@ async def simulate(
         await store.aclose()
 
 
-def p95_by_second(served: list[tuple[float, float]], start: int, end: int) -> list[float]:
-    """Each second's p95 of the responses that ended in it (seconds without one: none)."""
-    by: dict[int, list[float]] = {}
-    for at, ms in served:
-        if start <= at < end:
-            by.setdefault(int(at), []).append(ms)
-    out = []
-    for second in range(start, end):
-        values = sorted(by.get(second, []))
-        if values:
-            out.append(values[int(0.95 * (len(values) - 1))])
-    return out
-
-
 def phase_figures(run: Run, start: int, end: int) -> dict[str, float]:
     plant = run.plant
-    p95s = p95_by_second(plant.served, start, end)
+    p95s = p95_per_second(plant.served, start, end, empty=None)
     errors: dict[int, list[int]] = {}
     for at, failed in plant.outcomes:
         if start <= at < end:

@@ -9,7 +9,8 @@ import statistics
 
 import pytest
 
-from benchmarks.families import oracle, p95_by_second, phase_figures, simulate
+from benchmarks.adaptive import p95_per_second
+from benchmarks.families import oracle, phase_figures, simulate
 from benchmarks.plants import POOL_TIMEOUT_S, SHED_MS, Plant, capacity_rate, make_plant
 
 SECONDS = 60
@@ -29,7 +30,7 @@ def test_a_pool_under_capacity_serves_at_its_work_time_and_every_visitor_buys() 
     rate, plant = fixed_run("pool", 3, 0.5)
     latencies = [ms for at, ms in plant.served if at > 20]
     work = statistics.median(latencies)
-    assert max(p95_by_second(plant.served, 20, SECONDS)) < 2 * work
+    assert max(p95_per_second(plant.served, 20, SECONDS, empty=None)) < 2 * work
     assert not any(failed for _, failed in plant.outcomes)
     bought = sum(20 <= t < SECONDS for t in plant.purchases) / (SECONDS - 20)
     assert bought == pytest.approx(rate, rel=0.15)
@@ -37,7 +38,7 @@ def test_a_pool_under_capacity_serves_at_its_work_time_and_every_visitor_buys() 
 
 def test_a_pool_over_capacity_queues_until_requests_fail() -> None:
     _, plant = fixed_run("pool", 3, 1.5)
-    late = p95_by_second(plant.served, 40, SECONDS)
+    late = p95_per_second(plant.served, 40, SECONDS, empty=None)
     assert min(late) > 1000
     failed = [ms for (_, ms), (_, bad) in zip(plant.served, plant.outcomes, strict=True) if bad]
     assert failed
@@ -72,7 +73,7 @@ def test_a_target_out_of_reach_is_out_of_reach_at_the_lowest_rate() -> None:
     for second in range(SECONDS):
         plant.admit(second, 1)
         plant.second(second)
-    assert min(p95_by_second(plant.served, 10, SECONDS)) > target
+    assert min(p95_per_second(plant.served, 10, SECONDS, empty=None)) > target
 
 
 def test_the_same_seed_gives_the_same_plant_and_run() -> None:
