@@ -494,8 +494,9 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       proven = math.max((proven or 0) * math.exp(-1 / CAP_S), served)
       put('proven', proven)
       -- 4. Probing: visitors waiting, the app doing most of what the
-      -- capacity says, the last change shown, the room old enough.
-      local last = math.max(tonumber(st.cut_at) or 0, tonumber(st.probe_at) or 0)
+      -- capacity says, the last change shown, the room old enough (its
+      -- first admissions are a change too: their load has yet to come).
+      local last = math.max(tonumber(st.cut_at) or 0, tonumber(st.probe_at) or 0, admits_since)
       if not waiting then
         reason = 'hold: within target, nobody waiting'
       elseif done < 0.8 * (visit_work > 0 and math.min(cap, value / unit_s * visit_work)
