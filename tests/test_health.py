@@ -255,6 +255,32 @@ async def test_a_young_room_waits_for_its_first_admissions_to_show(store: Store)
     assert rates[-1] > 5, rates
 
 
+async def test_an_overload_above_a_guessed_capacity_is_where_the_limit_is(store: Store) -> None:
+    """A probe's capacity is a guess (twice what the app was doing); then
+    the visitors ask four times more and the app overloads while doing more
+    than the guess. That overload, beyond chance, is where the app's limit
+    is: the rate is cut. (It held at the probe's rate, "the last cut is
+    still showing", with no cut ever made.)"""
+    the_room = room(rate=5)
+    await fill_line(store, the_room)
+    rates, reasons = [], []
+    probed = None
+    for second in range(40):
+        now = T0 + second * 1000
+        stats = await store.stats(the_room, now=now)
+        rates.append(stats["rate"])
+        reasons.append(stats["health_reason"])
+        if probed is None and stats["health_reason"].startswith("raise"):
+            probed = second
+        if probed is None:
+            load, ms = 6 * rates[-1], 20.0
+        else:
+            load, ms = 24 * rates[-1], 2000.0
+        await store.report(the_room, load, 0, buckets(load, ms), buckets(load, ms / 2), None, load, now=now)
+    assert probed is not None, reasons
+    assert min(rates[probed + 1 : probed + 5]) < rates[probed], list(zip(rates, reasons, strict=True))
+
+
 async def test_nobody_waiting_no_raise(store: Store) -> None:
     the_room = room(rate=7)
     trace = await run(store, the_room, Plant(capacity=1000), 30, 0)
