@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from .tasks import stop
+
 __all__ = ["Coalescer"]
 
 Item = TypeVar("Item", bound=Hashable)
@@ -126,6 +128,4 @@ class Coalescer(Generic[Item, Result]):
             self._flush(key, batch)
 
     async def aclose(self) -> None:
-        for task in self._sending:
-            task.cancel()
-        await asyncio.gather(*self._sending, return_exceptions=True)
+        await stop(self._sending)

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .coalescing import Coalescer
+from .tasks import stop
 
 __all__ = ["FarAnswer", "FarBack", "View", "estimate_at"]
 
@@ -259,6 +260,4 @@ class FarBack:
 
     async def aclose(self) -> None:
         await self._check_ins.aclose()
-        for task in self._building.values():
-            task.cancel()
-        await asyncio.gather(*self._building.values(), return_exceptions=True)
+        await stop(self._building.values())

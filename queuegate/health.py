@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import itertools
 import logging
 import time
@@ -27,6 +26,7 @@ from .decisions import admission
 from .scripts import numbers
 from .settings import Room
 from .store import Store, StoreError
+from .tasks import stop
 
 __all__ = ["AGES_S", "BOUNDS_MS", "MEASURED_KEY", "HealthReports", "Tally", "visit_bucket"]
 
@@ -191,7 +191,5 @@ class HealthReports:
 
     async def aclose(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop([self._task])
             self._task = None

@@ -50,6 +50,8 @@ from collections.abc import Callable
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from .tasks import stop
+
 __all__ = ["LEASE", "PING_EVERY", "Invalidations"]
 
 logger = logging.getLogger("queuegate")
@@ -246,9 +248,6 @@ class Invalidations:
 
     async def aclose(self) -> None:
         task, self._task = self._task, None
-        # Cancelled until done: a cancel that lands as one of redis-py's own
-        # asyncio.wait_for calls completes is swallowed on Python 3.11.
-        while task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait([task], timeout=0.1)
+        if task is not None:
+            await stop([task])
         self._lost()

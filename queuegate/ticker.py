@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from .calls import RoomRef, StoreError, UnknownRoom
+from .tasks import stop
 
 __all__ = ["LEASE_MS", "Tick", "Ticker"]
 
@@ -159,6 +160,4 @@ class Ticker:
     async def aclose(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stop([task])
