@@ -1,9 +1,9 @@
 """The gate's own endpoints, under ``endpoint`` (``/_queuegate``): a visitor's
 place (``status/<room>``, JSON), pushed as it changes (``stream/<room>``,
-Server-Sent Events; see ``queuegate.streams``), giving it up (``leave/<room>``,
-POST from the site itself), and a proof of work paying for a place
-(``join/<room>``, POST; see ``queuegate.challenges``). Only ``join`` ever
-joins the line.
+Server-Sent Events; see ``queuegate.streams``, fed by ``queuegate.feeds``),
+giving it up (``leave/<room>``, POST from the site itself), and a proof of
+work paying for a place (``join/<room>``, POST; see ``queuegate.challenges``).
+Only ``join`` ever joins the line.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from urllib.parse import parse_qs
 
 from starlette.types import Receive, Scope, Send
 
+from .feeds import Feeds
 from .pages import Page, send_page
 from .settings import Room
 from .store import Outcome, StoreError
-from .streams import Feeds
+from .streams import serve
 from .visitors import Visitor
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ class Endpoints:
             return
         self._streams[key] = self._streams.get(key, 0) + 1
         try:
-            await self.feeds.serve(room, read, render, receive, send)
+            await serve(self.feeds, room, read, render, receive, send)
         finally:
             left = self._streams[key] - 1
             if left:

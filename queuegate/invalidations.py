@@ -28,7 +28,7 @@ as a second confirmation) may have missed messages before it: copies are
 emptied when a subscription is lost, and ``live_since`` says from which
 Redis time on replies may be copied.
 
-The waiting pages' streams (``queuegate.streams``) are woken by the same
+The waiting pages' streams (``queuegate.feeds``) are woken by the same
 messages, after the line's version has moved: a stream's check never
 answers from a copy its wake-up has not reached yet. With copies turned off
 (``local_admissions=False``) the subscription still serves the streams,
@@ -81,7 +81,7 @@ class Invalidations:
     hears each revocation (room, visitor or ``*``, Redis ms); ``on_lost``
     is told when the subscription is lost (every copy must go); each of
     ``on_moved`` hears the rooms whose line moved, with what the script
-    pushed (see ``queuegate.streams``). ``enabled``: copies may
+    pushed (see ``queuegate.feeds``). ``enabled``: copies may
     be made (else the lease never holds)."""
 
     def __init__(

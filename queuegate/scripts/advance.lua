@@ -200,7 +200,7 @@ end
 -- The pushed room: what a call changed in the line, published once at its
 -- end (save_state) on <prefix>:{room}:moved, which every app process hears
 -- (queuegate/invalidations.py) and feeds its open streams from
--- (queuegate/streams.py). moved() says the line or the room's settings
+-- (queuegate/feeds.py). moved() says the line or the room's settings
 -- changed; the lists say who left the line and how.
 local published = false
 local push_taken = 0 -- taken from the head of the line (admitted or skipped)

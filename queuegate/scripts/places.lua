@@ -1,4 +1,4 @@
--- places: the open streams of one app process and room (queuegate/streams.py)
+-- places: the open streams of one app process and room (queuegate/feeds.py)
 -- prove their visitors are still here, many in one call, and learn where
 -- each one stands: to check in, and to set their places right when the
 -- room's pushes cannot say (a new subscription, a shuffle at a scheduled
