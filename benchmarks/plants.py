@@ -88,19 +88,21 @@ class Pool(Server):
     def submit(self, plant: Plant, event: _Event, now: float) -> None:
         if self.busy < self.slots:
             self.busy += 1
-            super().submit(plant, event, now)
+            plant.at(now + self.took(plant) / 1000, "end", event.visitor, event.step, now, self)
         else:
             event.began = now
             self.queue.append(event)
+
+    def took(self, plant: Plant) -> float:
+        """The time (ms) of a request that has just taken a place."""
+        return self.work(plant.rng)
 
     def finished(self, plant: Plant, now: float) -> None:
         self.busy -= 1
         while self.queue and self.busy < self.slots:
             waiting = self.queue.popleft()
             self.busy += 1
-            plant.at(
-                now + self.work(plant.rng) / 1000, "end", waiting.visitor, waiting.step, waiting.began, self
-            )
+            plant.at(now + self.took(plant) / 1000, "end", waiting.visitor, waiting.step, waiting.began, self)
 
     def expire(self, plant: Plant, now: float) -> None:
         while self.queue and now - self.queue[0].began >= POOL_TIMEOUT_S:
@@ -318,35 +320,24 @@ def _pool(rng: random.Random) -> Built:
     return {"app": Pool(slots, _uniform(0.8 * work, 1.2 * work))}, _shop(rng), _phases(rng), 600.0, {}
 
 
+class Processor(Pool):
+    """Latency that climbs smoothly with load: many places, work that
+    grows with how many are busy (a CPU shared by threads), whether a
+    request took its place at once or after waiting for one."""
+
+    FULL = 4.0  # the stretch of a request's work with every place busy
+
+    def took(self, plant: Plant) -> float:
+        stretch = 1 + (self.FULL - 1) * (self.busy / self.slots) ** 2
+        return self.work(plant.rng) * stretch
+
+
 def _processor(
     rng: random.Random,
 ) -> Built:
-    # Latency that climbs smoothly with load: many places, work that grows
-    # with how many are busy (a CPU shared by threads).
     work = rng.uniform(50, 150)
     slots = rng.uniform(20, 40)
-    pool = Pool(slots, _fixed(work))
-    base_submit = Server.submit
-
-    def submit(plant: Plant, event: _Event, now: float) -> None:
-        if pool.busy < pool.slots:
-            pool.busy += 1
-            stretch = 1 + 3 * (pool.busy / pool.slots) ** 2
-            plant.at(
-                now + work * stretch * rng.uniform(0.7, 1.3) / 1000,
-                "end",
-                event.visitor,
-                event.step,
-                now,
-                pool,
-            )
-        else:
-            event.began = now
-            pool.queue.append(event)
-
-    pool.submit = submit  # type: ignore[method-assign]
-    del base_submit
-    return {"app": pool}, _shop(rng), _phases(rng), 600.0, {}
+    return {"app": Processor(slots, _uniform(0.7 * work, 1.3 * work))}, _shop(rng), _phases(rng), 600.0, {}
 
 
 def _heavy_tail(
@@ -480,6 +471,8 @@ def capacity_rate(plant: Plant, share: float) -> float:
         if requests == 0:
             continue
         work = sum(server.work(rng) for _ in range(200)) / 200
+        if isinstance(server, Processor):
+            work *= Processor.FULL  # at its most, every place is busy
         places = (server.base if isinstance(server, (Pool, Shedding)) else 1000) * share
         most = min(most, places * 1000 / work / requests)
     return most

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.adaptive import p95_per_second
 from benchmarks.families import oracle, phase_figures, simulate
-from benchmarks.plants import POOL_TIMEOUT_S, SHED_MS, Plant, capacity_rate, make_plant
+from benchmarks.plants import POOL_TIMEOUT_S, SHED_MS, Plant, Processor, capacity_rate, make_plant
 
 SECONDS = 60
 
@@ -43,6 +43,20 @@ def test_a_pool_over_capacity_queues_until_requests_fail() -> None:
     failed = [ms for (_, ms), (_, bad) in zip(plant.served, plant.outcomes, strict=True) if bad]
     assert failed
     assert min(failed) >= POOL_TIMEOUT_S * 1000
+
+
+def test_a_processor_serves_no_more_past_its_places_than_at_them() -> None:
+    # A request that waited for a place is as slow as any other at that
+    # load: the oracle once found a processor with a standing queue serving
+    # 3x its capacity within target, at its unloaded speed.
+    _, calm = fixed_run("processor", 1, 0.1)
+    _, loaded = fixed_run("processor", 1, 2.0)
+    work = statistics.median(ms for at, ms in calm.served if at > 20)
+    places = loaded.servers["app"].slots
+    most = places * 1000 / (Processor.FULL * work)  # requests a second, every place busy
+    ok = [at for at, bad in loaded.outcomes if 30 <= at < SECONDS and not bad]
+    assert len(ok) / (SECONDS - 30) < 1.2 * most
+    assert min(p95_per_second(loaded.served, 40, SECONDS, empty=None)) > 600
 
 
 def test_a_shedding_backend_answers_fast_503s_and_no_slower_successes() -> None:
