@@ -7,7 +7,7 @@ its parameters drawn per seed, against the controller itself
 (``queuegate/scripts/health.lua``) run in a real Redis on simulated clocks.
 
     python -m benchmarks.families [--seeds 16] [--phase-seconds 120]
-        [--family NAME ...] [--trace FAMILY:SEED] [--json]
+        [--family NAME ...] [--trace FAMILY:SEED] [--json] [--oracles FILE]
 
 Each family runs in three phases of capacity (for most: as drawn, then
 30-50 % of it, then 130-180 %). Each phase's oracle is the best fixed rate
@@ -36,6 +36,7 @@ import random
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from queuegate import Health, Room
@@ -143,10 +144,15 @@ def oracle(family: str, seed: int, phase: int, phase_seconds: int) -> dict[str, 
     latter."""
     plant, _, extra = make_plant(family, seed, phase_seconds)
     share = plant.phases[phase]
-    most = float(extra.get("max_rate", 0)) or capacity_rate(plant, share)  # type: ignore[arg-type]
+    ceiling = float(extra.get("max_rate", 0))  # type: ignore[arg-type]
+    most = ceiling or capacity_rate(plant, share)
     warm = max(phase_seconds // 3, MAX_VISIT_S)
     tried = []
-    for rate in sorted({max(1, round(most * s)) for s in SWEEP}):
+    rates = {max(1, round(most * s)) for s in SWEEP}
+    if ceiling:
+        # The room's ceiling bounds every rate, the oracle's too.
+        rates = {min(rate, round(ceiling)) for rate in rates}
+    for rate in sorted(rates):
         # The whole run at this phase's capacity: phases of `warm + phase_seconds`.
         run = _steady(family, seed, phase, rate, warm + phase_seconds, phase * phase_seconds - warm)
         figures = phase_figures(run, warm, warm + phase_seconds)
@@ -225,10 +231,29 @@ def judge(run: Run, oracles: list[dict[str, float]], phase_seconds: int) -> list
     return rows
 
 
-async def family_report(redis_url: str, family: str, seeds: int, phase_seconds: int) -> dict[str, Any]:
+def cached_oracle(
+    cache: dict[str, dict[str, float]] | None, family: str, seed: int, phase: int, phase_seconds: int
+) -> dict[str, float]:
+    """``oracle``, kept in ``cache`` (the oracles do not depend on the law:
+    ``--oracles FILE`` sweeps them once for any number of runs of it)."""
+    if cache is None:
+        return oracle(family, seed, phase, phase_seconds)
+    key = f"{family}:{seed}:{phase}:{phase_seconds}"
+    if key not in cache:
+        cache[key] = oracle(family, seed, phase, phase_seconds)
+    return cache[key]
+
+
+async def family_report(
+    redis_url: str,
+    family: str,
+    seeds: int,
+    phase_seconds: int,
+    cache: dict[str, dict[str, float]] | None = None,
+) -> dict[str, Any]:
     per_seed = []
     for seed in range(seeds):
-        oracles = [oracle(family, seed, phase, phase_seconds) for phase in range(3)]
+        oracles = [cached_oracle(cache, family, seed, phase, phase_seconds) for phase in range(3)]
         run = await simulate(redis_url, family, seed, phase_seconds)
         rows = judge(run, oracles, phase_seconds)
         schedule = climb(oracles, visit_seconds(run.plant), phase_seconds)
@@ -311,8 +336,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", action="append", choices=sorted(FAMILIES), help="(default: all)")
     parser.add_argument("--trace", metavar="FAMILY:SEED", help="one run's rate and reason, each second")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--oracles", metavar="FILE", type=Path, help="keep the oracles' sweeps in FILE (JSON) and reuse them"
+    )
     args = parser.parse_args(argv)
     families = args.family or list(FAMILIES)
+    cache: dict[str, dict[str, float]] | None = None
+    if args.oracles:
+        cache = json.loads(args.oracles.read_text()) if args.oracles.exists() else {}
     with EmbeddedServer(server_binary("path")) as server:
         if args.trace:
             name, _, seed = args.trace.partition(":")
@@ -320,9 +351,12 @@ def main(argv: list[str] | None = None) -> int:
             for second, (rate, reason) in enumerate(zip(run.rates, run.reasons, strict=True)):
                 print(second, rate, reason)
             return 0
-        results = [
-            asyncio.run(family_report(server.url, f, args.seeds, args.phase_seconds)) for f in families
-        ]
+        results = []
+        for name in families:
+            report = family_report(server.url, name, args.seeds, args.phase_seconds, cache)
+            results.append(asyncio.run(report))
+            if args.oracles:
+                args.oracles.write_text(json.dumps(cache))
     if args.json:
         print(json.dumps({"seeds": args.seeds, "phase_seconds": args.phase_seconds, "families": results}))
         return 0
