@@ -94,6 +94,9 @@ local MIN_EXPOSURE = 5    -- visitor-seconds at an age before its figures count
 local DRAIN = 0.9         -- after an overload, plan with this share of what the app completed
 local JUDGE_S = 5         -- s: counts faded over this judge a mild, lasting overload
 local CRUISE = 2          -- after a cut, probe again after this many visits' lengths
+local ERROR_STEP = 0.3    -- errors over their maximum, not beyond chance: the most a graded step lowers
+local OUT_OF_REACH = 1.5  -- a target out of reach: the p95 is held under this x the p95 at minimal load
+local PAST_PEAK = 60      -- s: probes past the last overload start once in this at most
 
 advance()
 
@@ -107,11 +110,12 @@ local admits = h .. ':admits'
 -- Hystrix and Envoy keep theirs); a window lasts WINDOW, or longer while it
 -- holds fewer than MIN_SAMPLES responses. n responses, err errors, w their
 -- work (ms, successful ones, at the profile's costs), e and f the latency
--- buckets, st requests started.
+-- buckets, st requests started, o their work (ms, at the same costs).
 local fields = {'n', 'err', 'w'}
 for i = 1, B do fields[#fields + 1] = 'e' .. i end
 for i = 1, B do fields[#fields + 1] = 'f' .. i end
 fields[#fields + 1] = 'st'
+fields[#fields + 1] = 'o'
 local F = #fields
 local E0 = 3 -- the end buckets start after n, err, w
 
@@ -119,7 +123,8 @@ local E0 = 3 -- the end buckets start after n, err, w
 -- visits), faded sums of requests started (s) and of visitor-seconds spent
 -- at that age (x), and what a request costs there (k, ms).
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
-  'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason'}
+  'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
+  'past_at'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -138,6 +143,13 @@ for i = 1, F do
 end
 local st = {}
 for i = 1, P do st[pnames[i]] = got[3 + 2 * F + i] end
+-- The latency goal: the target, or while it is out of reach, OUT_OF_REACH
+-- x the p95 the app had at minimal load (the law then keeps the app from
+-- getting slower than that, instead of starving the line for no gain).
+local goal = target_ms
+if target_ms > 0 and tonumber(st.out_of_reach) then
+  goal = math.max(target_ms, OUT_OF_REACH * tonumber(st.out_of_reach))
+end
 local prof = {s = {}, k = {}, x = {}}
 do
   local at = 3 + 2 * F + P
@@ -207,15 +219,30 @@ put('pt', now)
 -- What a request costs at each age (ms): the least mean time of a report's
 -- successful responses at that age, allowed to creep up over PROFILE_S
 -- (an app that got slower for good); as BBR keeps the least round trip,
--- so that time spent waiting in a queue is not taken for work. Before any,
--- the least of all ages.
+-- so that time spent waiting in a queue is not taken for work. An age's
+-- first cost is read against the report's slowdown: its responses at ages
+-- whose cost is known, over those costs (1 or more); an age first seen in
+-- an overload (visits stretched by a queue) would otherwise cost its wait,
+-- and the visit grow by the queue it met. Before any, the least of all
+-- ages.
+local knew = {}
+local slow_time, slow_work = 0, 0
+for b = 1, A + 1 do
+  knew[b] = prof.k[b] > 0 and prof.k[b] * math.exp(dt / PROFILE_S) or nil
+  local ok = tonumber(ARGV[base_arg + 3 * b - 1]) or 0
+  if knew[b] and ok > 0 then
+    slow_time = slow_time + (tonumber(ARGV[base_arg + 3 * b]) or 0)
+    slow_work = slow_work + ok * knew[b]
+  end
+end
+local slowdown = slow_work > 0 and math.max(1, slow_time / slow_work) or 1
 local cost, least = {}, nil
 for b = 1, A + 1 do
   local ok = tonumber(ARGV[base_arg + 3 * b - 1]) or 0
-  local was = prof.k[b] > 0 and prof.k[b] * math.exp(dt / PROFILE_S) or nil
+  local was = knew[b]
   if ok > 0 then
     local mean = (tonumber(ARGV[base_arg + 3 * b]) or 0) / ok
-    was = was and math.min(was, mean) or mean
+    was = was and math.min(was, mean) or mean / slowdown
   end
   cost[b] = was
   if was then
@@ -224,21 +251,24 @@ for b = 1, A + 1 do
   end
 end
 for b = 1, A + 1 do cost[b] = cost[b] or least or 1 end
--- The visit's work by age (ms a second a visitor), where seen enough.
-local work, seen_to = {}, 0
+-- The visit's work by age (ms a second a visitor), where seen enough; and
+-- the oldest age with a share of it (a twentieth of the busiest age's, or
+-- more): every visitor admitted has exposure at every age, only ages with
+-- requests are part of the visit.
+local work, seen_to, busiest = {}, 0, 0
 for b = 1, A do
-  if prof.x[b] >= MIN_EXPOSURE then
-    work[b] = prof.s[b] / prof.x[b] * cost[b]
-    seen_to = hi_of(b)
-  else
-    work[b] = 0
-  end
+  work[b] = prof.x[b] >= MIN_EXPOSURE and prof.s[b] / prof.x[b] * cost[b] or 0
+  busiest = math.max(busiest, work[b])
+end
+for b = 1, A do
+  if work[b] > 0 and work[b] >= busiest / 20 then seen_to = hi_of(b) end
 end
 -- The work of this report, at those costs.
-local reported_work, background_work = 0, 0
+local reported_work, background_work, offered_work = 0, 0, 0
 for b = 1, A + 1 do
   local w = (tonumber(ARGV[base_arg + 3 * b - 1]) or 0) * cost[b]
   reported_work = reported_work + w
+  offered_work = offered_work + (tonumber(ARGV[base_arg + 3 * b - 2]) or 0) * cost[b]
   if b == A + 1 then background_work = w end
 end
 -- The background (requests of no visit of this room), ms a second.
@@ -257,7 +287,8 @@ local incoming = {}
 for i = 1, F do incoming[i] = 0 end
 incoming[1], incoming[2], incoming[3] = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0, reported_work
 for i = 1, 2 * B do incoming[E0 + i] = tonumber(ARGV[5 + i]) or 0 end
-incoming[F] = tonumber(ARGV[6 + 3 * B]) or 0
+incoming[F - 1] = tonumber(ARGV[6 + 3 * B]) or 0
+incoming[F] = offered_work
 local both = {}
 put('at', now)
 put('since', since)
@@ -317,7 +348,7 @@ local function over(counts, first, ms)
   end
   return total
 end
-jo = jo + over(incoming, E0 + 1, target_ms > 0 and target_ms or math.huge)
+jo = jo + over(incoming, E0 + 1, goal > 0 and goal or math.huge)
 put('jn', jn)
 put('jo', jo)
 put('je', je)
@@ -411,17 +442,18 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   -- second or so before it was made.
   local span_s = (math.max(0, now - since_before) + INTERVAL) / 1000
   local done = both[3] / span_s -- work completed well, ms a second
+  local offered = both[F] / span_s -- work of the requests started, ms a second
   -- Judged on the windows and, for an overload too mild to show in a
   -- second or two, on counts faded over JUDGE_S: more responses, a
   -- tighter bound.
-  local over_now = over(judged, 1, target_ms)
+  local over_now = over(judged, 1, goal)
   -- (The faded counts remember an overload for a few seconds: they judge
   -- only while the windows still show more than the share allowed.)
   local slow = beyond(over_now, n, 1 - QUANTILE)
     or (beyond(jo, jn, 1 - QUANTILE) and over_now > (1 - QUANTILE) * n)
   local failing = beyond(errors, responses, max_errors)
     or (beyond(je, jn, max_errors) and errors > max_errors * responses)
-  local within = n >= MIN_SAMPLES and p95 <= target_ms and error_share <= max_errors
+  local within = n >= MIN_SAMPLES and p95 <= goal and error_share <= max_errors
   local cap = tonumber(st.cap)
   local cap_at = tonumber(st.cap_at) or now
   -- What was only seen fades (the app may have shrunk since); where it
@@ -434,7 +466,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   if value <= adapt_floor then floor_since = floor_since or now else floor_since = nil end
   local new = value
   local pinned = redis.call('HGET', KEYS[5], 'pinned')
-  local why = string.format('p95 %d ms over the %d ms target', p95, target_ms)
+  local why = string.format('p95 %d ms over the %d ms target', p95, goal)
   if failing and error_share > max_errors then
     why = string.format('error rate %.1f%% over %.1f%%', error_share * 100, max_errors * 100)
   end
@@ -445,9 +477,12 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     reason = 'hold: the line is not moving (' .. status .. ')'
   elseif n < MIN_SAMPLES then
     reason = 'hold: too few responses to judge'
-  elseif slow and floor_since and now - floor_since >= show_s * 1000 then
-    -- At the floor for a visit's length and still over: no rate meets
-    -- the target. Admitting at the floor would starve the line for nothing.
+  elseif slow and floor_since and now - floor_since >= show_s * 1000
+      and (visit_work <= 0 or done <= 2 * math.max(1, adapt_floor / unit_s) * visit_work) then
+    -- At the floor for a visit's length and still over, the app doing no
+    -- more than the floor's visitors bring (not finishing a queue built
+    -- before): no rate meets the target. Admitting at the floor would
+    -- starve the line for nothing.
     reason = string.format('target out of reach: p95 at minimal load %d ms', p95)
     put('out_of_reach', math.floor(p95))
     new = tonumber(st.healthy_value) or tonumber(default[1]) or value
@@ -455,10 +490,16 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     new = math.max(adapt_floor, new)
     if adapt_ceiling > 0 then new = math.min(new, adapt_ceiling) end
     floor_since = nil
-  elseif st.out_of_reach and not (p95 <= target_ms) then
-    reason = string.format('target out of reach: p95 at minimal load %s ms', st.out_of_reach)
+    -- The overloads seen were against a target no rate meets: no evidence
+    -- of where the app overloads. The law starts again, against the goal.
+    redis.call('HDEL', h, 'peak', 'overloaded', 'cut_at', 'probes')
+    put('limit', 0)
   else
-    if st.out_of_reach then redis.call('HDEL', h, 'out_of_reach') end
+    if st.out_of_reach and p95 <= target_ms then
+      -- Within the target again: it is in reach.
+      redis.call('HDEL', h, 'out_of_reach')
+      st.out_of_reach = nil
+    end
     -- 2. Capacity from evidence. `limit`: the capacity is where the app
     -- overloaded (else only what it was seen to do, or a probe's guess).
     local limit = st.limit == '1'
@@ -471,7 +512,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       -- A capacity that was only seen or guessed is no limit: the first
       -- overload beyond chance sets one, whichever is lower.
       local lower = DRAIN * done
-      if not cap or not limit or lower < cap then
+      -- Under a limit, a lower one only from a reading of an app offered
+      -- at least the work it completed: one finishing a queue built before
+      -- (a drain, admissions cut) completes what it is given, not what it
+      -- can; that low reading never walks the capacity down.
+      if not cap or not limit or (lower < cap and offered >= done) then
         cap = lower
         -- Where the app overloaded: what it completed in the overload.
         put('peak', done)
@@ -483,6 +528,30 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         reason = 'cut: ' .. why
       else
         reason = 'hold: ' .. why .. ', the last cut is still showing'
+      end
+    elseif cap and done > 0 and offered >= done and error_share > max_errors and je > max_errors * jn then
+      -- Errors over their maximum, in the windows and over the last
+      -- JUDGE_S, not (yet) beyond chance, the app given at least what it
+      -- completes (not finishing a queue from before): graded, as a
+      -- gradient. The capacity comes down by the square root of the share
+      -- allowed over the share seen (at most ERROR_STEP at a time), once
+      -- the last change has shown: a backend that sheds load with fast
+      -- 503s settles where its errors stay under their maximum, instead of
+      -- swinging between cuts. It is a cut too: where the errors came is
+      -- where the app overloads.
+      local last = math.max(tonumber(st.cut_at) or 0, tonumber(st.probe_at) or 0)
+      if now - last >= show_s * 1000 then
+        local seen = math.min(cap, done)
+        cap = seen * math.max(1 - ERROR_STEP, math.sqrt(max_errors * jn / je))
+        limit = true
+        put('cut_at', now)
+        put('peak', seen)
+        put('probes', 0)
+        put('overloaded', 1)
+        reason = string.format('lower: error rate %.1f%% over %.1f%% (graded)', je / jn * 100, max_errors * 100)
+      else
+        reason = string.format('hold: error rate %.1f%% over %.1f%%, the last change is still showing',
+          je / jn * 100, max_errors * 100)
       end
     elseif within then
       cap = math.max(cap or 0, done)
@@ -506,7 +575,15 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       elseif now - last < show_s * 1000
           or now - (tonumber(st.cut_at) or 0) < CRUISE * show_s * 1000 then
         reason = 'hold: within target, the last change is still showing'
-      elseif p95 > HEADROOM * target_ms or error_share > max_errors / 2
+      elseif tonumber(st.peak) and cap >= DRAIN * tonumber(st.peak)
+          and (tonumber(st.past_at) or 0) <= (tonumber(st.cut_at) or 0)
+          and now - (tonumber(st.past_at) or tonumber(st.cut_at) or 0) < PAST_PEAK * 1000
+          then
+        -- At where the app overloaded last: probes past it start once in
+        -- PAST_PEAK at most, counted from the start of the last ones that
+        -- ended in a cut (probes that overload are two turns of the rate).
+        reason = 'hold: within target, at the last overload'
+      elseif p95 > HEADROOM * goal or error_share > max_errors / 2
           or je > max_errors / 2 * jn then
         -- Within target, but with no room to show, in this look or over the
         -- last JUDGE_S (one quiet second of a backend that sheds load is no
@@ -529,9 +606,12 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           gain = 1 + 0.125 * 2 ^ probes
           put('probes', math.min(probes + 1, 3))
         else
-          gain = p95 < HEADROOM * target_ms / 2 and 2 or 1.25
+          gain = p95 < HEADROOM * goal / 2 and 2 or 1.25
         end
         gain = math.min(2, gain)
+        if peak and cap >= DRAIN * peak and (tonumber(st.past_at) or 0) <= (tonumber(st.cut_at) or 0) then
+          put('past_at', now) -- the first probe past the last overload since it
+        end
         cap = math.max(cap, done) * gain
         probe_gain = gain
         limit = false -- a guess now, until an overload says otherwise
@@ -539,7 +619,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         reason = string.format('raise: within target, visitors waiting (capacity x%.2f)', gain)
       end
     else
-      reason = 'hold: ' .. (p95 > target_ms and why or 'near the target') .. ', not beyond chance'
+      reason = 'hold: ' .. (p95 > goal and why or 'near the target') .. ', not beyond chance'
     end
     -- 3. The rate the model allows.
     if cap then
@@ -608,7 +688,8 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   end
   if floor_since then put('floor_since', floor_since) else redis.call('HDEL', h, 'floor_since') end
   if new ~= value then
-    if new < value and string.sub(reason, 1, 4) ~= 'cut:' and string.sub(reason, 1, 6) ~= 'target' then
+    if new < value and string.sub(reason, 1, 4) ~= 'cut:' and string.sub(reason, 1, 6) ~= 'target'
+        and string.sub(reason, 1, 5) ~= 'lower' then
       reason = 'lower: the visitors inside will bring more than the app can serve'
     elseif new > value and string.sub(reason, 1, 5) ~= 'raise' and string.sub(reason, 1, 6) ~= 'target' then
       reason = 'raise: what the visitors inside will bring leaves room'
@@ -620,6 +701,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     put('changed_from', value)
     value = new
     moved() -- the estimates change with the value
+  end
+  if st.out_of_reach and string.sub(reason, 1, 6) ~= 'target' then
+    -- Said first: `list` and the back office show it before the decision.
+    reason = string.format('target out of reach: p95 at minimal load %s ms, held under %d ms; %s',
+      st.out_of_reach, goal, reason)
   end
   put('adapt_at', now)
   put('reason', reason)
