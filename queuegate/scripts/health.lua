@@ -28,24 +28,26 @@
 --    visitor-seconds spent at that age: the admissions' record that
 --    advance.lua writes) and what one costs (the least mean time of a
 --    report's successful responses at that age, creeping up over
---    PROFILE_S: a queue's wait is not work). Their product is the visit's
+--    PROFILE_S: a queue's wait is not work; an age first seen in a queue
+--    is read against the report's slowdown). Their product is the visit's
 --    work by age, in ms a second.
 -- 2. Capacity from evidence. `cap`: the most work a second the app
 --    completed with its p95 and errors within target (what was only seen
---    fades over CAP_S). A reading within target never lowers it; only an
---    overload judged beyond chance does, to DRAIN x the work the app
---    completed well in it (failed responses are no work: errors grade the
---    cut as latency does); `limit` then says the capacity is where the app
---    overloaded. Work of no known visit of the room is the app's
---    background, and the room plans with cap less that.
+--    fades over CAP_S). A reading within target never lowers it, nor does
+--    one of an app given less than it completed (a drain); an overload
+--    judged beyond chance does, to DRAIN x the work the app completed well
+--    in it (failed responses are no work); errors over their maximum but
+--    not beyond chance lower it by steps (graded). `limit` then says the
+--    capacity is where the app overloaded. Work of no known visit of the
+--    room is the app's background, and the room plans with cap less that.
 -- 3. The rate the model allows. The visitors inside will still bring
 --    committed(t) ms a second, t from now; a rate r admitted from now on
 --    adds r x (the work of a visit's first t seconds). The rate is the most
 --    for which that sum stays under the usable capacity at every t: an
 --    admission counts at once as the load it will bring. Never above twice
 --    the most the app was seen to serve within target over a visit (as
---    long as the oldest visitors seen, up to three visits' lengths), never
---    below the floor (the line always moves), lowered only under a
+--    long as the oldest ages with requests, up to three visits' lengths),
+--    never below the floor (the line always moves), lowered only under a
 --    `limit`, the operator's pin and bounds over everything; changes of
 --    less than DEADBAND are not made.
 -- 4. Probing for more. Within target with room under it (p95 under
@@ -53,12 +55,15 @@
 --    and the load of the rate admitted come, once the last change has
 --    shown (a visit's length, at least `settle`; CRUISE of them after a
 --    cut): cap grows x2 before the first overload, then by 1/8, 1/4, 1/2,
---    x2 with each probe in a row (BBR's probing).
--- A target no rate can meet is named: at the floor for a visit's length
--- and still over the target (beyond chance), the room goes back to the
--- last rate that was within target (else its own rate from code) and says
--- "target out of reach: p95 at minimal load N ms" until the p95 comes
--- under the target again.
+--    x2 with each probe in a row (BBR's probing). Probes past the last
+--    overload start once in PAST_PEAK at most.
+-- A target no rate can meet is named: at the floor for a visit's length,
+-- completing no more than the floor's visitors bring, and still over the
+-- target (beyond chance). The room says "target out of reach: p95 at
+-- minimal load N ms", goes back to the last rate that was within target
+-- (else its own rate from code) and from there holds the p95 under
+-- OUT_OF_REACH x N instead of the target, until the p95 comes under the
+-- target again.
 --
 -- Judged "over the target": the responses over target_ms are more than 5 %
 -- of them beyond chance (a one-sided binomial bound at Z), in the windows
