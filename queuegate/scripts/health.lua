@@ -46,7 +46,7 @@
 --    for which that sum stays under the usable capacity at every t: an
 --    admission counts at once as the load it will bring. Never above twice
 --    the most the app was seen to serve within target over a visit (as
---    long as the oldest ages with requests, up to three visits' lengths),
+--    long as the oldest visitors seen, up to three visits' lengths),
 --    never below the floor (the line always moves), lowered only under a
 --    `limit`, the operator's pin and bounds over everything; changes of
 --    less than DEADBAND are not made.
@@ -100,6 +100,7 @@ local DRAIN = 0.9         -- after an overload, plan with this share of what the
 local JUDGE_S = 5         -- s: counts faded over this judge a mild, lasting overload
 local CRUISE = 2          -- after a cut, probe again after this many visits' lengths
 local ERROR_STEP = 0.3    -- errors over their maximum, not beyond chance: the most a graded step lowers
+local QUEUED = 1.5        -- a report this much slower than the costs known shows a queue
 local OUT_OF_REACH = 1.5  -- a target out of reach: the p95 is held under this x the p95 at minimal load
 local PAST_PEAK = 60      -- s: probes past the last overload start once in this at most
 
@@ -225,11 +226,11 @@ put('pt', now)
 -- successful responses at that age, allowed to creep up over PROFILE_S
 -- (an app that got slower for good); as BBR keeps the least round trip,
 -- so that time spent waiting in a queue is not taken for work. An age's
--- first cost is read against the report's slowdown: its responses at ages
--- whose cost is known, over those costs (1 or more); an age first seen in
--- an overload (visits stretched by a queue) would otherwise cost its wait,
--- and the visit grow by the queue it met. Before any, the least of all
--- ages.
+-- first cost is read against the report's slowdown (its responses at ages
+-- whose cost is known, over those costs) when that shows a queue: an age
+-- first seen in an overload (visits stretched by a queue) would otherwise
+-- cost its wait, and the visit grow by the queue it met. Before any, the
+-- least of all ages.
 local knew = {}
 local slow_time, slow_work = 0, 0
 for b = 1, A + 1 do
@@ -240,7 +241,10 @@ for b = 1, A + 1 do
     slow_work = slow_work + ok * knew[b]
   end
 end
-local slowdown = slow_work > 0 and math.max(1, slow_time / slow_work) or 1
+-- (Costs are least means: a report is a little slower than them by chance;
+-- under QUEUED x, the mean is taken as it is.)
+local slowdown = slow_work > 0 and slow_time / slow_work or 1
+if slowdown < QUEUED then slowdown = 1 end
 local cost, least = {}, nil
 for b = 1, A + 1 do
   local ok = tonumber(ARGV[base_arg + 3 * b - 1]) or 0
@@ -257,16 +261,16 @@ for b = 1, A + 1 do
 end
 for b = 1, A + 1 do cost[b] = cost[b] or least or 1 end
 -- The visit's work by age (ms a second a visitor), where seen enough; and
--- the oldest age with a share of it (a twentieth of the busiest age's, or
--- more): every visitor admitted has exposure at every age, only ages with
--- requests are part of the visit.
-local work, seen_to, busiest = {}, 0, 0
+-- the oldest age visitors have been seen at (with requests or not: a
+-- heavy request may come later than any yet seen).
+local work, seen_to = {}, 0
 for b = 1, A do
-  work[b] = prof.x[b] >= MIN_EXPOSURE and prof.s[b] / prof.x[b] * cost[b] or 0
-  busiest = math.max(busiest, work[b])
-end
-for b = 1, A do
-  if work[b] > 0 and work[b] >= busiest / 20 then seen_to = hi_of(b) end
+  if prof.x[b] >= MIN_EXPOSURE then
+    work[b] = prof.s[b] / prof.x[b] * cost[b]
+    seen_to = hi_of(b)
+  else
+    work[b] = 0
+  end
 end
 -- The work of this report, at those costs.
 local reported_work, background_work, offered_work = 0, 0, 0
