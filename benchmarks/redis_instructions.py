@@ -5,7 +5,8 @@ factor of three from one day to another.
     python -m benchmarks.redis_instructions [--waiting 5000] [--json]
 
 Runs ``redis-server`` (from the PATH) under valgrind's callgrind, counting
-only inside ``EVALSHA`` (the script, the commands it calls and its reply),
+only inside ``EVALSHA`` and ``FCALL`` (the script, the commands it calls and
+its reply),
 and only around each measured batch: in a room of ``--waiting`` visitors
 (nobody is let in), newcomers joining 30 to a call as a busy process sends
 them (``Store.join_many``), each from a new client and then with no client
@@ -58,6 +59,7 @@ class Callgrind:
                 "valgrind",
                 "--tool=callgrind",
                 "--toggle-collect=evalShaCommand",
+                "--toggle-collect=fcallCommand",
                 f"--callgrind-out-file={self.directory}/callgrind.out",
                 shutil.which("redis-server") or "redis-server",
                 "--port",
