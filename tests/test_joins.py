@@ -216,7 +216,7 @@ async def settled_joins(store: Store, name: str) -> list[tuple[str, int]]:
     await store.enter(room, "first")  # let in
     await store.enter(room, "second", join=False)
     await store.enter(room, "second")  # waits; the room is settled now
-    answers = []
+    answers: list[tuple[str, int]] = []
     for call in range(3):
         got = await store.join_many(room, [(f"n{call}{j}", f"192.0.2.{j}") for j in range(3)])
         assert got is not None
