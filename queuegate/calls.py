@@ -27,7 +27,13 @@ from functools import lru_cache
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
+from redis.exceptions import (
+    NoPermissionError,
+    NoScriptError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+)
 
 from .connections import Client
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
@@ -62,8 +68,8 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
 def _no_function(exc: ResponseError) -> bool:
     """Whether an FCALL failed for want of the function: not loaded on this
     server (yet), FCALL unknown (before Redis 7), or refused by its ACL."""
-    text = str(exc)
-    return text.startswith(("Function not found", "unknown command", "NOPERM"))
+    missing = str(exc).startswith(("Function not found", "unknown command"))
+    return missing or isinstance(exc, NoPermissionError)
 
 
 class RedisClock:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -260,3 +261,17 @@ async def test_joins_without_functions_go_by_evalsha() -> None:
             assert await script_calls(store, ("evalsha",)) >= 6
         finally:
             await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_joins_go_by_evalsha_for_a_user_refused_functions(own_server: EmbeddedServer) -> None:
+    # An ACL that refuses FUNCTION and FCALL (NOPERM): the same script by EVALSHA.
+    with redis.Redis.from_url(own_server.url) as admin:
+        admin.acl_setuser("gate", enabled=True, nopass=True, keys=["*"], channels=["*"],
+                          commands=["+@all", "-fcall", "-function"])  # fmt: skip
+    store = Store(aioredis.Redis.from_url(own_server.url, username="gate"))
+    try:
+        assert await settled_joins(store, "refused") == [("waiting", rank) for rank in range(1, 10)]
+        assert not store.calls.fcall
+    finally:
+        await store.aclose()
