@@ -5,11 +5,13 @@ factor of three from one day to another.
     python -m benchmarks.redis_instructions [--waiting 5000] [--json]
 
 Runs ``redis-server`` (from the PATH) under valgrind's callgrind, counting
-only inside ``EVALSHA`` (the script, the commands it calls and its reply),
+only inside ``EVALSHA`` and ``FCALL`` (the script, the commands it calls and
+its reply),
 and only around each measured batch: in a room of ``--waiting`` visitors
 (nobody is let in), newcomers joining 30 to a call as a busy process sends
 them (``Store.join_many``), each from a new client and then with no client
-key; newcomers joining one by one (``Store.enter``: the quick join);
+key, and alone (one a call: a call's shared part paid in full); newcomers
+joining one by one (``Store.enter``: the quick join);
 polls of a visitor in the line asked in full; and scripts made of a
 poll's and a join's first parts alone, ending in ``return 1`` (what a call
 pays to build its parts' functions before its own work). Prints
@@ -58,6 +60,7 @@ class Callgrind:
                 "valgrind",
                 "--tool=callgrind",
                 "--toggle-collect=evalShaCommand",
+                "--toggle-collect=fcallCommand",
                 f"--callgrind-out-file={self.directory}/callgrind.out",
                 shutil.which("redis-server") or "redis-server",
                 "--port",
@@ -115,16 +118,16 @@ async def measure(counter: Callgrind, waiting: int) -> dict[str, float]:
     await store.join_many(ROOM, [("warm", "192.0.2.1")])
     batch_number = 0
 
-    def joins(clients: bool) -> Callable[[], Awaitable[int]]:
+    def joins(clients: bool, together: int = TOGETHER) -> Callable[[], Awaitable[int]]:
         async def batch() -> int:
             nonlocal batch_number
             batch_number += 1
             made = call = 0
-            while made < JOINS:
+            while made < JOINS * together // TOGETHER:
                 call += 1
                 visitors = [
                     (f"b{batch_number}c{call}j{j}", f"10.{batch_number}.{call % 250}.{j}" if clients else "")
-                    for j in range(TOGETHER)
+                    for j in range(together)
                 ]
                 answered = await store.join_many(ROOM, visitors)
                 if answered is None:  # the room's snapshot ran out (a new minute): a poll settles it
@@ -163,6 +166,7 @@ async def measure(counter: Callgrind, waiting: int) -> dict[str, float]:
     for name, batch in (
         ("join_together", joins(True)),
         ("join_together_no_client", joins(False)),
+        ("join_alone", joins(True, 1)),
         ("join_one_by_one", one_by_one),
         ("poll_in_full", polls),
         ("return_1", parts_only(())),

@@ -7,6 +7,13 @@ and the arguments every script takes first: the clock, the room's defaults
 and, until stored, the lottery's seed offer), loads a script a server does
 not know, turns failures into ``StoreError`` and keeps Redis's time in this
 process (``RedisClock``). What the calls mean is ``queuegate.store``'s.
+
+A script of ``queuegate.scripts.LIBRARIES`` (newcomers' joins, sent
+together) is an FCALL of a function library instead, where its parts'
+functions are made once per load, not at every call (a fifth of such a
+call's own cost in Redis: docs/profiles/join-redis-2026-11-26.txt). A
+server that has no functions (before Redis 7), or refuses them, is sent
+the same script by EVALSHA from then on.
 """
 
 from __future__ import annotations
@@ -20,11 +27,17 @@ from functools import lru_cache
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+from redis.exceptions import (
+    NoPermissionError,
+    NoScriptError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+)
 
 from .connections import Client
 from .pipeline import AutoPipeline, ClusterPipelines, encode, pack
-from .scripts import SCRIPTS, SEEDING, script
+from .scripts import LIBRARIES, SCRIPTS, SEEDING, library, script
 from .settings import ConfigError, Room
 
 __all__ = ["FAILURES", "RedisClock", "RoomRef", "ScriptCalls", "StoreError", "UnknownRoom"]
@@ -50,6 +63,13 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
     """Mark a future's failure as seen (asyncio logs those nobody saw)."""
     if not future.cancelled():
         future.exception()
+
+
+def _no_function(exc: ResponseError) -> bool:
+    """Whether an FCALL failed for want of the function: not loaded on this
+    server (yet), FCALL unknown (before Redis 7), or refused by its ACL."""
+    missing = str(exc).startswith(("Function not found", "unknown command"))
+    return missing or isinstance(exc, NoPermissionError)
 
 
 class RedisClock:
@@ -90,6 +110,10 @@ class ScriptCalls:
         self._scripts = {name: script(name) for name in SCRIPTS}
         shas = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in self._scripts.items()}
         self._seeded: set[str] = set()
+        # FCALL for the scripts served as functions, until the server shows
+        # it has none (then EVALSHA, as for the others).
+        self._functions = {name: library(name) for name in LIBRARIES}
+        self.fcall = True
         # Every call's deadline is sent in Redis time.
         self.clock = RedisClock()
         self._syncing: asyncio.Future[Any] | None = None
@@ -108,6 +132,9 @@ class ScriptCalls:
             )
         # Encoded once: the parts of a call that repeat.
         self._encoded_shas = {name: encode("EVALSHA") + encode(sha) for name, sha in shas.items()}
+        self._encoded_functions = {
+            name: encode("FCALL") + encode(function) for name, (function, _) in self._functions.items()
+        }
         self._encoded = lru_cache(maxsize=20_000)(encode)
         self.keys = lru_cache(maxsize=10_000)(self._make_keys)
         self._head = lru_cache(maxsize=10_000)(self._make_head)
@@ -123,7 +150,9 @@ class ScriptCalls:
         base = self.base(room)
         return tuple(base + name for name in ("seq", "waiting", "seen", "active", "state"))
 
-    def _command(self, script: str, room: str, extra_keys: Sequence[str], args: Sequence[str]) -> bytes:
+    def _command(
+        self, script: str, room: str, extra_keys: Sequence[str], args: Sequence[str], fcall: bool = False
+    ) -> bytes:
         # Everything up to the room's own keys is the same call after call,
         # and so are most other keys and arguments (room defaults, flags):
         # their encodings are cached (not visitor ids, which would only churn
@@ -131,18 +160,18 @@ class ScriptCalls:
         cached = self._encoded
         return b"".join(
             [
-                self._head(script, room, len(extra_keys), len(args)),
+                self._head(script, room, len(extra_keys), len(args), fcall),
                 *[cached(key) for key in extra_keys],
                 *[cached(arg) if len(arg) > 40 or len(arg) < 2 else encode(arg) for arg in args],
             ]
         )
 
-    def _make_head(self, script: str, room: str, extra_keys: int, args: int) -> bytes:
+    def _make_head(self, script: str, room: str, extra_keys: int, args: int, fcall: bool) -> bytes:
         keys = self.keys(room)
         return b"".join(
             [
                 b"*%d\r\n" % (3 + len(keys) + extra_keys + args),
-                self._encoded_shas[script],
+                self._encoded_functions[script] if fcall else self._encoded_shas[script],
                 encode(len(keys) + extra_keys),
                 *[encode(key) for key in keys],
             ]
@@ -160,6 +189,49 @@ class ScriptCalls:
                 load = self.pipeline.send(pack("SCRIPT", "LOAD", self._scripts[script]))
             loading = self._loading[script] = asyncio.ensure_future(load)
         await asyncio.shield(loading)
+
+    async def _load_library(self, script: str) -> None:
+        """Load ``script``'s function library after "Function not found" (a
+        new or restarted server; on every primary of a cluster), shared by
+        the requests that meet it together. A server that has no functions,
+        or refuses this one, is sent EVALSHA instead from then on."""
+        key = f"library:{script}"
+        loading = self._loading.get(key)
+        if loading is None or loading.done():
+            code = self._functions[script][1]
+            if isinstance(self.pipeline, ClusterPipelines):
+                load = self.client.function_load(code, replace=True)  # on every primary
+            else:
+                load = self.pipeline.send(pack("FUNCTION", "LOAD", "REPLACE", code))
+            loading = self._loading[key] = asyncio.ensure_future(load)
+        try:
+            await asyncio.shield(loading)
+        except ResponseError:
+            self.fcall = False
+
+    async def _send(self, script: str, name: str, extra_keys: tuple[str, ...], args: list[str]) -> Any:
+        key = self.keys(name)[0]  # for a cluster's router
+        if self.fcall and script in self._functions:
+            command = self._command(script, name, extra_keys, args, fcall=True)
+            try:
+                return await self.pipeline.send(command, key)
+            except ResponseError as exc:
+                if not _no_function(exc):
+                    raise
+            await self._load_library(script)
+            if self.fcall:
+                try:
+                    return await self.pipeline.send(command, key)
+                except ResponseError as exc:
+                    if not _no_function(exc):
+                        raise
+                    self.fcall = False  # loaded, and still refused (its ACL)
+        command = self._command(script, name, extra_keys, args)
+        try:
+            return await self.pipeline.send(command, key)
+        except NoScriptError:
+            await self._load(script)
+            return await self.pipeline.send(command, key)
 
     @staticmethod
     def _seed_offer() -> str:
@@ -202,14 +274,8 @@ class ScriptCalls:
             # The caller gives up `timeout` from now: a script that starts
             # later changes nothing (clock.lua).
             clock = f"d{int(time.monotonic() * 1000) + offset + self._timeout_ms}"
-        command = self._command(script, name, extra_keys, [clock, defaults, seed, *args])
-        key = self.keys(name)[0]  # for a cluster's router
         try:
-            try:
-                reply = await self.pipeline.send(command, key)
-            except NoScriptError:
-                await self._load(script)
-                reply = await self.pipeline.send(command, key)
+            reply = await self._send(script, name, extra_keys, [clock, defaults, seed, *args])
         except RedisError as exc:
             if str(exc).startswith("UNKNOWN_ROOM"):
                 raise UnknownRoom(f"no room named {name!r} has been used yet") from None
@@ -230,7 +296,10 @@ class ScriptCalls:
         if isinstance(self.pipeline, ClusterPipelines):
             return  # a cluster's scripts are loaded on each node as it meets them
         try:
-            await asyncio.gather(*(self._load(name) for name in self._scripts))
+            await asyncio.gather(
+                *(self._load(name) for name in self._scripts),
+                *(self._load_library(name) for name in self._functions),
+            )
         except FAILURES as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 

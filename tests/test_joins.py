@@ -18,11 +18,16 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import pytest
+import redis
+import redis.asyncio as aioredis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from redis.exceptions import ResponseError
 
 from queuegate import Room, Store
+from queuegate.embedded import EmbeddedServer, server_binary
+from queuegate.scripts import library
 from queuegate.store import connect
 
 from .conftest import MakeGate, client_for
@@ -158,8 +163,7 @@ async def test_newcomers_arriving_together_share_a_call(make_gate: MakeGate) -> 
     gate = await make_gate(rooms=[room], trusted_proxies=["127.0.0.1"])
     await gate.store.enter(room, "first")
     await gate.store.enter(room, "second")  # the room is settled now
-    calls = await gate.store.client.info("commandstats")
-    before = calls.get("cmdstat_evalsha", {}).get("calls", 0)
+    before = await script_calls(gate.store)
 
     async def newcomer(i: int) -> int:
         async with client_for(gate) as client:
@@ -170,8 +174,7 @@ async def test_newcomers_arriving_together_share_a_call(make_gate: MakeGate) -> 
             return int(answer.json()["position"])
 
     positions = await asyncio.gather(*(newcomer(i) for i in range(40)))
-    calls = await gate.store.client.info("commandstats")
-    after = calls.get("cmdstat_evalsha", {}).get("calls", 0)
+    after = await script_calls(gate.store)
     assert sorted(positions) == list(range(2, 42))
     assert gate.store.joins.answered == 40
     assert after - before < 20
@@ -200,3 +203,75 @@ async def test_joins_sent_together_take_the_checkpoints_one_by_one_would(store: 
     # A room that is not settled answers none: they are for the full call.
     await store.configure(room, status="paused", now=T0 + 1001)
     assert await store.join_many(room, [("n999", "")], now=T0 + 1001) is None
+
+
+async def script_calls(store: Store, names: tuple[str, ...] = ("evalsha", "fcall")) -> int:
+    """Script calls the store's server has run so far (INFO commandstats)."""
+    stats = await store.client.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in names)
+
+
+async def settled_joins(store: Store, name: str) -> list[tuple[str, int]]:
+    """Three calls of three newcomers each into a settled room: their answers."""
+    room = Room(name, paths=["/x"], rate=1, per=3600.0)
+    await store.enter(room, "first")  # let in
+    await store.enter(room, "second", join=False)
+    await store.enter(room, "second")  # waits; the room is settled now
+    answers: list[tuple[str, int]] = []
+    for call in range(3):
+        got = await store.join_many(room, [(f"n{call}{j}", f"192.0.2.{j}") for j in range(3)])
+        assert got is not None
+        answers += [(a.state, a.rank) for a in got]
+    return answers
+
+
+@pytest.mark.anyio
+async def test_joins_are_a_function_loaded_once(store: Store) -> None:
+    # Newcomers' joins go by FCALL of a library loaded once (its parts'
+    # functions made at the load, not at every call), not by EVALSHA.
+    function, _ = library("join")
+    await store.client.function_flush()
+    await store.client.config_resetstat()
+    assert await settled_joins(store, "library") == [("waiting", rank) for rank in range(1, 10)]
+    stats = await store.client.info("commandstats")
+    assert stats["cmdstat_function|load"]["calls"] == 1
+    assert stats["cmdstat_fcall"]["calls"] == 4  # the first found no function
+    evalsha = await script_calls(store, ("evalsha",))
+    assert await store.join_many(Room("library", paths=["/x"], rate=1, per=3600.0), [("n9", "")])
+    assert await script_calls(store, ("evalsha",)) == evalsha
+    assert await script_calls(store, ("fcall",)) == 5
+    loaded = await store.client.function_list()
+    assert [entry[1] for entry in loaded] == [function.encode()]  # library_name
+    # Each call has its own clock: a deadline passed is LATE, as for a script.
+    keys = store.keys("library")
+    with pytest.raises(ResponseError, match=r"^LATE"):
+        await store.client.fcall(function, len(keys), *keys, "d1", "", "")
+
+
+@pytest.mark.anyio
+async def test_joins_without_functions_go_by_evalsha() -> None:
+    # A server with no FUNCTION and FCALL (as before Redis 7) is sent the
+    # same script by EVALSHA, with the same answers.
+    hidden = ["--rename-command", "FCALL", "", "--rename-command", "FUNCTION", ""]
+    with EmbeddedServer(server_binary("path"), args=hidden) as server:
+        store = Store(aioredis.Redis.from_url(server.url))
+        try:
+            assert await settled_joins(store, "scripts") == [("waiting", rank) for rank in range(1, 10)]
+            assert not store.calls.fcall
+            assert await script_calls(store, ("evalsha",)) >= 6
+        finally:
+            await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_joins_go_by_evalsha_for_a_user_refused_functions(own_server: EmbeddedServer) -> None:
+    # An ACL that refuses FUNCTION and FCALL (NOPERM): the same script by EVALSHA.
+    with redis.Redis.from_url(own_server.url) as admin:
+        admin.acl_setuser("gate", enabled=True, nopass=True, keys=["*"], channels=["*"],
+                          commands=["+@all", "-fcall", "-function"])  # fmt: skip
+    store = Store(aioredis.Redis.from_url(own_server.url, username="gate"))
+    try:
+        assert await settled_joins(store, "refused") == [("waiting", rank) for rank in range(1, 10)]
+        assert not store.calls.fcall
+    finally:
+        await store.aclose()

@@ -4,11 +4,12 @@ each is written once."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import cache
 from importlib.resources import files
 
-__all__ = ["SCRIPTS", "SEEDING", "constant", "numbers", "script", "source"]
+__all__ = ["LIBRARIES", "SCRIPTS", "SEEDING", "constant", "library", "numbers", "script", "source"]
 
 
 @cache
@@ -69,3 +70,56 @@ SEEDING = frozenset(name for name, parts in SCRIPTS.items() if "advance" in part
 def script(name: str) -> str:
     """The text of the script ``name`` (``"enter"``): its parts in order."""
     return "\n".join(source(f"{part}.lua") for part in SCRIPTS[name])
+
+
+# Scripts also served as a function of a library of their own (Redis 7 or
+# Valkey: FUNCTION LOAD, FCALL), where the functions of their parts are made
+# once, when the library is loaded, instead of at every call.
+LIBRARIES = ("join",)
+# A line of a part marked "per call" (see clock.lua).
+_PER_CALL = re.compile(r"^(local )?(.*?)\s*-- per call\b.*$")
+
+
+@cache
+def library(name: str) -> tuple[str, str]:
+    """The function ``name`` (``"join"``) as (function name, library code):
+    its parts but the last at the library's top, their lines marked "per
+    call" at the start of each call, and the last part (the operation's own)
+    as the function's body. Both names carry the code's hash, so that app
+    processes of different versions sharing a server each call their own."""
+    parts = SCRIPTS[name]
+    made: list[str] = []
+    per_call: list[str] = []
+    for part in parts[:-1]:
+        for line in source(f"{part}.lua").splitlines():
+            marked = _PER_CALL.match(line)
+            if marked is None:
+                made.append(line)
+            elif marked.group(1):  # local names = values: declared once, set at each call
+                names, _, values = marked.group(2).partition(" = ")
+                made.append(f"local {names}")
+                per_call.append(f"  {names} = {values}")
+            else:
+                per_call.append(f"  {marked.group(2)}")
+    code = "\n".join(
+        [
+            "local KEYS, ARGV",
+            *made,
+            "local function run()",
+            source(f"{parts[-1]}.lua"),
+            "end",
+            "@REGISTER",
+        ]
+    )
+    digest = hashlib.sha1(code.encode()).hexdigest()[:16]
+    function = f"queuegate_{name}_{digest}"
+    register = "\n".join(
+        [
+            f"redis.register_function('{function}', function(keys, args)",
+            "  KEYS, ARGV = keys, args",
+            *per_call,
+            "  return run()",
+            "end)",
+        ]
+    )
+    return function, f"#!lua name={function}\n" + code.replace("@REGISTER", register)

@@ -34,7 +34,7 @@
 --   'an_cp_at' (the last checkpoint's time). Counters only ever get HINCRBY,
 --   so a poll reads one number and a join writes one.
 
-local BASE = string.sub(KEYS[5], 1, -6) -- '<prefix>:{room}:'
+local BASE = string.sub(KEYS[5], 1, -6) -- per call: '<prefix>:{room}:'
 local WAIT_BOUNDS = {5000, 15000, 30000, 60000, 120000, 300000, 600000, 900000, 1800000,
   3600000, 7200000, 14400000}
 local MINUTE = 60000
@@ -43,11 +43,11 @@ local CHECKPOINT_MS, CHECKPOINT_EVERY = 1000, 100
 local ACCURATE = 0.2
 local MINUTE_FIELDS = {'an_j', 'an_a', 'an_g', 'an_ws', 'an_wn', 'an_eta'}
 
-local cp_at
+local cp_at = nil -- per call
 -- Increments to write by analytics_save: field of <base>waits -> n, and
 -- field of the state hash (this minute's counters) -> n; and the longest
 -- waits seen in this call: 'a_max'/'g_max' -> ms.
-local an_tally, an_minute, an_top = {}, {}, {}
+local an_tally, an_minute, an_top = {}, {}, {} -- per call
 
 local function an_add(field, n)
   an_tally[field] = (an_tally[field] or 0) + n

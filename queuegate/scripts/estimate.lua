@@ -14,7 +14,7 @@
 --   `abandon`; asked only when it matters (it costs calls)
 
 local WINDOW = 60000 -- ms; measured rates cover the last one to two minutes
-local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min -- per call
 
 -- Events per minute from a window counter and its previous window.
 local function per_minute(current, previous, win_start)

@@ -14,7 +14,7 @@
 
 local got = redis.call('HMGET', KEYS[5], 'quick_until', 'defaults', 'quick', 'an_cp_at')
 if ARGV[2] == '' or not got[1] or now >= tonumber(got[1]) or got[2] ~= ARGV[2] then return {0} end
-local r = cmsgpack.unpack(got[3])
+local r = snapshot_figures(got[3])
 if r.challenge ~= 0 then return {0} end
 local joins = {}
 for i = 6, #KEYS do joins[#joins + 1] = {ARGV[2 * i - 8], KEYS[i], ARGV[2 * i - 7]} end

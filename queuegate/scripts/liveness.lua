@@ -7,12 +7,12 @@
 -- A waiting visitor is in one of the two at most, never both. Runs right
 -- after clock.lua.
 
-local ALIVE = string.sub(KEYS[5], 1, -6) .. 'alive'
-local ALIVE_N = ALIVE .. '_n'
+local ALIVE = string.sub(KEYS[5], 1, -6) .. 'alive' -- per call
+local ALIVE_N = ALIVE .. '_n' -- per call
 local SECOND = 1000
 -- alive_n also holds `swept`, the last second whose entries are summed in
 -- `quiet` (read once a call; nil until asked).
-local swept
+local swept = nil -- per call
 
 local function read_swept()
   if swept == nil then swept = tonumber(redis.call('HGET', ALIVE_N, 'swept')) or -1 end
