@@ -568,6 +568,11 @@ async def test_errors_over_their_maximum_are_graded_and_forgotten_once_gone(stor
         await store.report(the_room, load, errors, buckets(load, 40), buckets(load, 20), None, load, now=now)
     graded = [i for i, why in enumerate(reasons) if why.endswith("(graded)")]
     assert graded, reasons
+    for i in graded:
+        # A step, not a dive to the floor and back: at most 30 % lower
+        # (in whole visitors), and no raise while it shows (settle: 10 s).
+        assert rates[i] >= int(0.7 * rates[i - 1]), list(zip(rates, reasons, strict=True))
+        assert max(rates[i : i + 10]) <= rates[i], list(zip(rates, reasons, strict=True))
     assert rates[40] < rates[10], list(zip(rates, reasons, strict=True))
     assert not any(why.startswith("cut:") for why in reasons), reasons
     assert min(rates[42:]) == rates[42], list(zip(rates, reasons, strict=True))
@@ -627,3 +632,15 @@ async def test_an_age_first_seen_in_a_queue_costs_its_work_not_its_wait(store: S
     costs = [float(v) for v in await store.client.hmget(health, "k1", "k3")]
     assert costs[0] == pytest.approx(100, rel=0.05)
     assert costs[1] == pytest.approx(100, rel=0.05), costs
+
+
+async def test_a_graded_step_is_a_step_not_a_dive(redis_url: str) -> None:
+    """Fast 503s while the room climbs: a graded step lowers the rate by its
+    share, not to the floor because the visitors admitted a second before
+    commit more than the lowered capacity (and back up a second later)."""
+    run = await simulate(redis_url, "shedding", 3, 120)
+    for second, reason in enumerate(run.reasons):
+        if reason.endswith("(graded)"):
+            before, after = run.rates[second - 1], run.rates[second]
+            assert after >= int(0.7 * before), (second, run.rates[second - 3 : second + 3])
+            assert max(run.rates[second : second + 6]) <= after, (second, run.rates[second - 3 : second + 8])

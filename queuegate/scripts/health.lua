@@ -100,6 +100,7 @@ local DRAIN = 0.9         -- after an overload, plan with this share of what the
 local JUDGE_S = 5         -- s: counts faded over this judge a mild, lasting overload
 local CRUISE = 2          -- after a cut, probe again after this many visits' lengths
 local ERROR_STEP = 0.3    -- errors over their maximum, not beyond chance: the most a graded step lowers
+local LOWER_STEP = 0.5    -- short of a cut, one look lowers the rate to this share at most (graded: its own)
 local QUEUED = 1.5        -- a report this much slower than the costs known shows a queue
 local OUT_OF_REACH = 1.5  -- a target out of reach: the p95 is held under this x the p95 at minimal load
 local PAST_PEAK = 60      -- s: probes past the last overload start once in this at most
@@ -130,7 +131,7 @@ local E0 = 3 -- the end buckets start after n, err, w
 -- at that age (x), and what a request costs there (k, ms).
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
-  'past_at'}
+  'past_at', 'changed_from'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -513,6 +514,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     -- overloaded (else only what it was seen to do, or a probe's guess).
     local limit = st.limit == '1'
     local probe_gain = nil -- this look's probe, if any
+    local graded = nil -- this look's graded step, if any
     if slow or failing then
       -- Over beyond chance: the app completes `done` well (successful
       -- responses' work) and no more; a little under it, so that the queue
@@ -546,15 +548,19 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       -- allowed over the share seen (at most ERROR_STEP at a time), once
       -- the last change has shown: a backend that sheds load with fast
       -- 503s settles where its errors stay under their maximum, instead of
-      -- swinging between cuts. It is a cut too: where the errors came is
-      -- where the app overloads.
+      -- swinging between cuts.
       local last = math.max(tonumber(st.cut_at) or 0, tonumber(st.probe_at) or 0)
       if now - last >= show_s * 1000 then
-        local seen = math.min(cap, done)
-        cap = seen * math.max(1 - ERROR_STEP, math.sqrt(max_errors * jn / je))
+        -- (The load it was given when the errors came, not only what it
+        -- completed of it: a room still climbing completes less.)
+        local seen = math.min(cap, math.max(done, offered))
+        graded = math.max(1 - ERROR_STEP, math.sqrt(max_errors * jn / je))
+        cap = seen * graded
         limit = true
         put('cut_at', now)
-        put('peak', seen)
+        -- Where the app overloads is this step's level, not the one above
+        -- it (that had errors): a probe past it waits as past any overload.
+        put('peak', cap / DRAIN)
         put('probes', 0)
         put('overloaded', 1)
         reason = string.format('lower: error rate %.1f%% over %.1f%% (graded)', je / jn * 100, max_errors * 100)
@@ -669,6 +675,17 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         local at = admitting(show_s)
         want = at > 0 and math.floor(value * r / at) or value
       end
+      local lowered = (tonumber(st.changed_from) or 0) > value
+        and now - (tonumber(st.changed_at) or 0) < show_s * 1000
+      if want < value and string.sub(reason, 1, 4) ~= 'cut:' then
+        -- Short of an overload beyond chance, one look lowers the rate by
+        -- what its evidence asks at most: a graded step's share, or half
+        -- (the visitors inside); the next look lowers again while they
+        -- still bring too much. (The model alone sent the rate to the floor
+        -- after each graded step, the visitors admitted a second before
+        -- being more than the lowered capacity, and back a second later.)
+        want = math.max(want, math.floor(value * (graded or LOWER_STEP)))
+      end
       want = math.max(adapt_floor, want)
       -- A probe moves the rate by a visitor at least, deadband or not.
       local probing = probe_gain and want >= value
@@ -680,9 +697,12 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         new = value
       elseif want < value and (want <= value * (1 - DEADBAND) or want == adapt_floor) then
         new = want
-      elseif want > value and (probing or (within and want >= value * (1 + DEADBAND) and want >= value + 1)) then
+      elseif want > value and (probing or (within and want >= value * (1 + DEADBAND) and want >= value + 1
+          and not lowered)) then
         -- Only a look that found the app within target raises (a cut, or a
-        -- p95 over the target not yet beyond chance, never does).
+        -- p95 over the target not yet beyond chance, never does); after the
+        -- rate was lowered, once that has shown (the model alone lowered
+        -- and raised it again a second later, turn after turn).
         new = want
       end
       if probe_gain then
