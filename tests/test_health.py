@@ -644,3 +644,25 @@ async def test_a_graded_step_is_a_step_not_a_dive(redis_url: str) -> None:
             before, after = run.rates[second - 1], run.rates[second]
             assert after >= int(0.7 * before), (second, run.rates[second - 3 : second + 3])
             assert max(run.rates[second : second + 6]) <= after, (second, run.rates[second - 3 : second + 8])
+
+
+async def test_a_target_out_of_reach_stays_named_until_a_visit_within_it(store: Store) -> None:
+    """Slow at any load, named out of reach; then three fast seconds, and slow
+    again (the slow requests of a moment before still finishing). A look
+    under the target is no evidence that it is in reach: no cut against
+    the target (it cut the line to the floor as the demo's checkout got
+    fast again)."""
+    the_room = room(rate=5, target=Health(p95_ms=300, floor=1, settle=5))
+    await fill_line(store, the_room)
+    reasons = []
+    for second in range(60):
+        now = T0 + second * 1000
+        stats = await store.stats(the_room, now=now)
+        reasons.append(stats["health_reason"])
+        count = 3 * stats["rate"]
+        ms = 100.0 if 45 <= second < 48 else 600.0
+        fast = buckets(count, ms / 2)
+        await store.report(the_room, count, 0, buckets(count, ms), fast, None, count, now=now)
+    named = next(i for i, why in enumerate(reasons) if why.startswith("target out of reach"))
+    assert named < 40, reasons
+    assert all(why.startswith("target out of reach") for why in reasons[named:]), reasons[named:]

@@ -62,8 +62,8 @@
 -- target (beyond chance). The room says "target out of reach: p95 at
 -- minimal load N ms", goes back to the last rate that was within target
 -- (else its own rate from code) and from there holds the p95 under
--- OUT_OF_REACH x N instead of the target, until the p95 comes under the
--- target again.
+-- OUT_OF_REACH x N instead of the target, until the p95 has been under the
+-- target for a visit's length.
 --
 -- Judged "over the target": the responses over target_ms are more than 5 %
 -- of them beyond chance (a one-sided binomial bound at Z), in the windows
@@ -131,7 +131,7 @@ local E0 = 3 -- the end buckets start after n, err, w
 -- at that age (x), and what a request costs there (k, ms).
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
-  'past_at', 'changed_from'}
+  'past_at', 'changed_from', 'reach_since'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -505,10 +505,19 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     redis.call('HDEL', h, 'peak', 'overloaded', 'cut_at', 'probes')
     put('limit', 0)
   else
-    if st.out_of_reach and p95 <= target_ms then
-      -- Within the target again: it is in reach.
-      redis.call('HDEL', h, 'out_of_reach')
-      st.out_of_reach = nil
+    if st.out_of_reach then
+      -- Within the target again for a visit's length (as it was named): it
+      -- is in reach. (One look under it, with the slow requests of a
+      -- moment before still in flight, cut the line to the floor.)
+      local since_within = tonumber(st.reach_since)
+      if p95 > target_ms then
+        redis.call('HDEL', h, 'reach_since')
+      elseif not since_within then
+        put('reach_since', now)
+      elseif now - since_within >= show_s * 1000 then
+        redis.call('HDEL', h, 'out_of_reach', 'reach_since')
+        st.out_of_reach = nil
+      end
     end
     -- 2. Capacity from evidence. `limit`: the capacity is where the app
     -- overloaded (else only what it was seen to do, or a probe's guess).
