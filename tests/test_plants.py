@@ -52,7 +52,9 @@ def test_a_processor_serves_no_more_past_its_places_than_at_them() -> None:
     _, calm = fixed_run("processor", 1, 0.1)
     _, loaded = fixed_run("processor", 1, 2.0)
     work = statistics.median(ms for at, ms in calm.served if at > 20)
-    places = loaded.servers["app"].slots
+    app = loaded.servers["app"]
+    assert isinstance(app, Processor)
+    places = app.slots
     most = places * 1000 / (Processor.FULL * work)  # requests a second, every place busy
     ok = [at for at, bad in loaded.outcomes if 30 <= at < SECONDS and not bad]
     assert len(ok) / (SECONDS - 30) < 1.2 * most
