@@ -63,7 +63,7 @@
 -- minimal load N ms", goes back to the last rate that was within target
 -- (else its own rate from code) and from there holds the p95 under
 -- OUT_OF_REACH x N instead of the target, until the p95 has been under the
--- target for a visit's length.
+-- target, or a fifth under N, for a visit's length.
 --
 -- Judged "over the target": the responses over target_ms are more than 5 %
 -- of them beyond chance (a one-sided binomial bound at Z), in the windows
@@ -488,10 +488,10 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   elseif n < MIN_SAMPLES then
     reason = 'hold: too few responses to judge'
   elseif slow and floor_since and now - floor_since >= show_s * 1000
-      and (visit_work <= 0 or done <= 2 * math.max(1, adapt_floor / unit_s) * visit_work) then
+      and (visit_work <= 0 or done - background <= 2 * math.max(1, adapt_floor / unit_s) * visit_work) then
     -- At the floor for a visit's length and still over, the app doing no
-    -- more than the floor's visitors bring (not finishing a queue built
-    -- before): no rate meets the target. Admitting at the floor would
+    -- more than the floor's visitors bring (its background aside; not
+    -- finishing a queue built before): no rate meets the target. Admitting at the floor would
     -- starve the line for nothing.
     reason = string.format('target out of reach: p95 at minimal load %d ms', p95)
     put('out_of_reach', math.floor(p95))
@@ -504,19 +504,24 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     -- of where the app overloads. The law starts again, against the goal.
     redis.call('HDEL', h, 'peak', 'overloaded', 'cut_at', 'probes')
     put('limit', 0)
+    put('probe_done', 0) -- in the slow app's costs
   else
     if st.out_of_reach then
       -- Within the target again for a visit's length (as it was named): it
       -- is in reach. (One look under it, with the slow requests of a
       -- moment before still in flight, cut the line to the floor.)
+      -- Or faster than it was at minimal load by a fifth (the app has
+      -- got faster: the name is stale, the target is tried again).
       local since_within = tonumber(st.reach_since)
-      if p95 > target_ms then
+      if p95 > target_ms and p95 > HEADROOM * tonumber(st.out_of_reach) then
         redis.call('HDEL', h, 'reach_since')
       elseif not since_within then
         put('reach_since', now)
       elseif now - since_within >= show_s * 1000 then
         redis.call('HDEL', h, 'out_of_reach', 'reach_since')
+        put('probe_done', 0) -- in the slow app's costs
         st.out_of_reach = nil
+        goal = target_ms
       end
     end
     -- 2. Capacity from evidence. `limit`: the capacity is where the app
@@ -563,13 +568,15 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- (The load it was given when the errors came, not only what it
         -- completed of it: a room still climbing completes less.)
         local seen = math.min(cap, math.max(done, offered))
-        graded = math.max(1 - ERROR_STEP, math.sqrt(max_errors * jn / je))
-        cap = seen * graded
-        limit = true
-        put('cut_at', now)
+        -- (A step of the deadband at least: one that moves nothing is none.)
+        graded = math.min(1 - DEADBAND, math.max(1 - ERROR_STEP, math.sqrt(max_errors * jn / je)))
         -- Where the app overloads is this step's level, not the one above
         -- it (that had errors): a probe past it waits as past any overload.
-        put('peak', cap / DRAIN)
+        local peak = seen * graded / DRAIN
+        cap = DRAIN * peak
+        limit = true
+        put('cut_at', now)
+        put('peak', peak)
         put('probes', 0)
         put('overloaded', 1)
         reason = string.format('lower: error rate %.1f%% over %.1f%% (graded)', je / jn * 100, max_errors * 100)
@@ -689,11 +696,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       if want < value and string.sub(reason, 1, 4) ~= 'cut:' then
         -- Short of an overload beyond chance, one look lowers the rate by
         -- what its evidence asks at most: a graded step's share, or half
-        -- (the visitors inside); the next look lowers again while they
-        -- still bring too much. (The model alone sent the rate to the floor
-        -- after each graded step, the visitors admitted a second before
-        -- being more than the lowered capacity, and back a second later.)
-        want = math.max(want, math.floor(value * (graded or LOWER_STEP)))
+        -- (the visitors inside); and a lowering shows before the next (the
+        -- model alone sent the rate to the floor after each graded step,
+        -- the visitors admitted a second before being more than the
+        -- lowered capacity, and back a second later).
+        want = lowered and value or math.max(want, math.floor(value * (graded or LOWER_STEP)))
       end
       want = math.max(adapt_floor, want)
       -- A probe moves the rate by a visitor at least, deadband or not.
