@@ -11,7 +11,7 @@ import bisect
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
@@ -98,6 +98,28 @@ async def store(redis_url: str) -> AsyncIterator[Store]:
     s = Store(connect(redis_url, 5.0), prefix=f"qgh{time.time_ns()}")
     yield s
     await s.aclose()
+
+
+async def looks(
+    store: Store,
+    the_room: Room,
+    seconds: int,
+    load: Callable[[int, int], tuple[int, int, float]],
+) -> tuple[list[int], list[str]]:
+    """Simulated seconds: each second the room's rate and last decision,
+    then the report ``load(second, rate)`` makes: (responses, errors among
+    them, their time in ms), as many requests started as responses."""
+    rates, reasons = [], []
+    for second in range(seconds):
+        now = T0 + second * 1000
+        stats = await store.stats(the_room, now=now)
+        rates.append(stats["rate"])
+        reasons.append(stats["health_reason"])
+        count, errors, ms = load(second, rates[-1])
+        await store.report(
+            the_room, count, errors, buckets(count, ms), buckets(count, ms / 2), None, count, now=now
+        )
+    return rates, reasons
 
 
 async def fill_line(store: Store, the_room: Room, n: int = 20_000) -> None:
@@ -247,15 +269,12 @@ async def test_a_quiet_second_of_a_shedding_backend_is_no_room_to_probe(store: S
     pattern has shown, no raise."""
     the_room = room(rate=5)
     await fill_line(store, the_room)
-    rates, reasons = [], []
-    for second in range(90):
-        now = T0 + second * 1000
-        stats = await store.stats(the_room, now=now)
-        rates.append(stats["rate"])
-        reasons.append(stats["health_reason"])
+
+    def load(second: int, rate: int) -> tuple[int, int, float]:
         # The load follows the rate: six responses a visitor, at least as many fail.
-        load, failed = 6 * rates[-1], -(-rates[-1] * 27 // 100) if second % 3 == 0 else 0
-        await store.report(the_room, load, failed, buckets(load, 40), buckets(load, 20), None, load, now=now)
+        return 6 * rate, -(-rate * 27 // 100) if second % 3 == 0 else 0, 40.0
+
+    rates, reasons = await looks(store, the_room, 90, load)
     # (The first looks have seen one error: they may probe.)
     assert max(rates[10:]) == rates[10], list(zip(rates, reasons, strict=True))
 
@@ -577,16 +596,12 @@ async def test_errors_over_their_maximum_are_graded_and_forgotten_once_gone(stor
     last seconds that the faded counts remember lower nothing more."""
     the_room = room(rate=10)
     await fill_line(store, the_room)
-    rates, reasons = [], []
-    for second in range(60):
-        now = T0 + second * 1000
-        stats = await store.stats(the_room, now=now)
-        rates.append(stats["rate"])
-        reasons.append(stats["health_reason"])
-        load = 3 * rates[-1]
+
+    def load(second: int, rate: int) -> tuple[int, int, float]:
         failing = 10 <= second < 40 and second % 2 == 0
-        errors = round(load * 0.1) if failing else 0  # 5 % over two seconds
-        await store.report(the_room, load, errors, buckets(load, 40), buckets(load, 20), None, load, now=now)
+        return 3 * rate, round(3 * rate * 0.1) if failing else 0, 40.0  # 5 % over two seconds
+
+    rates, reasons = await looks(store, the_room, 60, load)
     graded = [i for i, why in enumerate(reasons) if why.endswith("(graded)")]
     assert graded, reasons
     for i in graded:
