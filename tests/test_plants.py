@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from benchmarks.adaptive import p95_per_second
-from benchmarks.families import oracle, phase_figures, simulate
+from benchmarks.families import oracle, phase_figures, simulate, unavoidable_over
 from benchmarks.plants import POOL_TIMEOUT_S, SHED_MS, Plant, Processor, capacity_rate, make_plant
 
 SECONDS = 60
@@ -112,3 +112,23 @@ async def test_the_room_runs_against_a_plant_on_simulated_clocks(redis_url: str)
     assert len(run.rates) == len(run.reasons) == 90
     figures = phase_figures(run, 0, 30)
     assert figures["goodput"] > 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("family", "least", "most"), [("delayed", 0.2, 0.9), ("pool", 0.0, 0.1)])
+async def test_a_fall_is_over_the_target_while_the_visitors_inside_still_come(
+    family: str, least: float, most: float
+) -> None:
+    """The seconds over the target that no room avoids: the capacity falls
+    to a third or a half, and nobody more is let in (but one a second).
+    Short visits are soon gone; a heavy request tens of seconds after
+    admission keeps the app over its target for a good share of the phase,
+    whatever the room does from the fall on (the figure the law's seconds
+    over the target are set against)."""
+    plant, _, _ = make_plant(family, 0, 120)
+    rate = round(capacity_rate(plant, plant.phases[0]) * 0.9)
+    schedule = [rate] * 360
+    unavoidable = await unavoidable_over(family, 0, 120, schedule, 1)
+    kept = await simulate(None, family, 0, 120, fixed=schedule)
+    assert least <= unavoidable <= most
+    assert unavoidable < phase_figures(kept, 120, 240)["over_target"]
