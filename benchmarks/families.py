@@ -61,22 +61,36 @@ class Run:
     target_ms: float
     rates: list[int] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    admitted: list[int] = field(default_factory=list)  # visitors let in, each second
 
 
 async def simulate(
-    redis_url: str | None, family: str, seed: int, phase_seconds: int, fixed: list[int] | None = None
+    redis_url: str | None,
+    family: str,
+    seed: int,
+    phase_seconds: int,
+    fixed: list[int] | None = None,
+    *,
+    floor: int = 1,
+    ceiling: int | None = None,
+    pins: dict[int, int | None] | None = None,
 ) -> Run:
     """One run of ``family``'s plant for ``seed``: the adaptive room, or a
-    fixed rate for each second (``fixed``; no Redis needed)."""
+    fixed rate for each second (``fixed``; no Redis needed). ``floor`` and
+    ``ceiling`` bound the room; ``pins``: at a second, the operator pins the
+    rate (a number) or gives it back to the controller (None)."""
     plant, target, extra = make_plant(family, seed, phase_seconds)
     run = Run(plant, target)
     # A plant the room can never load comes with the most visitors who
     # come a second: the room's ceiling, as an operator would set it.
-    ceiling = int(extra["max_rate"]) if "max_rate" in extra else None  # type: ignore[call-overload]
+    if "max_rate" in extra:
+        most = int(extra["max_rate"])  # type: ignore[call-overload]
+        ceiling = most if ceiling is None else min(ceiling, most)
     seconds = phase_seconds * len(plant.phases) if fixed is None else len(fixed)
     if fixed is not None:
         for second in range(seconds):
             run.rates.append(fixed[second])
+            run.admitted.append(fixed[second])
             plant.admit(second, fixed[second])
             plant.second(second)
         return run
@@ -91,7 +105,9 @@ async def simulate(
             per=1.0,
             abandon=3600.0,
             client_limit=0,
-            target=Health(p95_ms=target, settle=SETTLE_S, max_error_rate=MAX_ERRORS, ceiling=ceiling),
+            target=Health(
+                p95_ms=target, settle=SETTLE_S, max_error_rate=MAX_ERRORS, floor=floor, ceiling=ceiling
+            ),
         )
         await store.stats(room, now=T0)
         keys = store.keys(room.name)
@@ -99,10 +115,17 @@ async def simulate(
         await store.client.zadd(keys[2], {f"v{i}": T0 for i in range(LINE)})
         admitted = 0
         for second in range(seconds):
+            if pins and second in pins:
+                pin = pins[second]
+                if pin is None:
+                    await store.configure(room, pinned=None, now=T0 + second * 1000)
+                else:
+                    await store.configure(room, rate=pin, now=T0 + second * 1000)
             stats = await store.stats(room, now=T0 + second * 1000)
             run.rates.append(int(stats["rate"]))
             run.reasons.append(f"{stats.get('p95_ms')} {stats.get('health_reason')}")
-            plant.admit(second, int(stats["admitted"]) - admitted)  # whom the line let in
+            run.admitted.append(int(stats["admitted"]) - admitted)
+            plant.admit(second, run.admitted[-1])  # whom the line let in
             admitted = int(stats["admitted"])
             report = plant.second(second)
             if report.responses or report.started:

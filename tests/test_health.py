@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.families import simulate
@@ -165,6 +165,54 @@ async def test_no_runaway_and_no_raise_without_headroom(redis_url: str, family: 
         p95, reason = run.reasons[second].split(" ", 1)
         if run.rates[second] > run.rates[second - 1] and not reason.startswith("target out of reach"):
             assert float(p95) <= run.target_ms, (second, run.rates[second - 1 : second + 1], reason)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    phases=(Phase.explicit, Phase.generate),  # a failing draw as drawn: a shrink takes many minutes
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    family=st.sampled_from(["pool", "processor", "delayed", "shedding", "unreachable", "heavy_tail"]),
+    seed=st.integers(0, 10**6),
+    floor=st.integers(1, 6),
+    span=st.integers(0, 40),
+    pin=st.integers(1, 60),
+    pinned_at=st.integers(5, 80),
+)
+async def test_the_bounds_and_the_pin_win_and_the_floor_moves_the_line(
+    redis_url: str, family: str, seed: int, floor: int, span: int, pin: int, pinned_at: int
+) -> None:
+    """Whatever the plant and its moment: the rate stays within the room's
+    bounds; while the operator pins it, it is the pin, and the controller
+    takes it back from there when released; and the line moves at the
+    floor's pace at least, every second (a room over its target, or with
+    its target out of reach, never stops it)."""
+    ceiling = floor + span
+    released = pinned_at + 20
+    run = await simulate(
+        redis_url,
+        family,
+        seed,
+        SHORT_PHASE,
+        floor=floor,
+        ceiling=ceiling,
+        pins={pinned_at: pin, released: None},
+    )
+    # (The room's rate from code until its first look, the pin until the
+    # look after its release.)
+    first_look = next(i for i, why in enumerate(run.reasons) if why.split(" ", 1)[1])
+    for second, (rate, let_in) in enumerate(zip(run.rates, run.admitted, strict=True)):
+        moment = (family, seed, second, run.reasons[second])
+        if pinned_at <= second < released:
+            assert rate == pin, moment
+        elif second > first_look and second != released:
+            assert floor <= rate <= ceiling, moment
+        if second:  # (the first look admits the room's rate from code at once)
+            assert let_in >= min(rate, floor), moment
+    assert any("pinned by the operator" in why for why in run.reasons[pinned_at + 1 : released]), run.reasons
 
 
 @pytest.mark.xfail(strict=True, reason="a young room cannot know of a heavy request later than its own age")

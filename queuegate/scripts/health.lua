@@ -731,6 +731,20 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       put('limit', limit and 1 or 0)
     end
   end
+  if not pinned then
+    -- The bounds win over any evidence, the pin alone over them: a rate
+    -- from code, or from before the operator moved a bound, comes within
+    -- them at the next look (it stayed over a ceiling while nothing
+    -- showed the app overloaded).
+    local bounded = math.max(adapt_floor, new)
+    if adapt_ceiling > 0 then bounded = math.min(bounded, adapt_ceiling) end
+    if bounded < new then
+      reason = string.format('lower: to the ceiling, %d', bounded)
+    elseif bounded > new then
+      reason = string.format('raise: to the floor, %d', bounded)
+    end
+    new = bounded
+  end
   if floor_since then put('floor_since', floor_since) else redis.call('HDEL', h, 'floor_since') end
   if new ~= value then
     if new < value and string.sub(reason, 1, 4) ~= 'cut:' and string.sub(reason, 1, 6) ~= 'target'
