@@ -19,10 +19,15 @@ end
 -- `step` more people ahead of them (0: their own), from the snapshot's
 -- figures `r`; quiet() counts the waiting visitors silent for a third of
 -- `abandon` (asked only when the estimate needs it).
+-- (The crowd it passes is made once, not a closure at every estimate: a
+-- quick join makes one for each newcomer.)
+local crowd_r, crowd_line, crowd_quiet
+local function quick_crowd() return crowd_r.staying, crowd_line, crowd_quiet() end
 local function quick_estimate(r, rank, line, quiet, step)
   local ahead = rank
-  if r.method == 'random' then ahead = math.floor((line - 1) / 2) end
-  return estimate(ahead + step, r, function() return r.staying, line, quiet() end)
+  if r.method == 'random' then ahead = floor((line - 1) / 2) end
+  crowd_r, crowd_line, crowd_quiet = r, line, quiet
+  return estimate(ahead + step, r, quick_crowd)
 end
 
 -- enter's answer for visitor `id` waiting at `rank` in a line of `line`,
