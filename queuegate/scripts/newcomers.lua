@@ -20,18 +20,6 @@
 -- the room as those calls would. Numbers go to Redis as strings formatted
 -- once (Lua formats a number argument with "%.14g", slowly).
 
--- The figures of the snapshot `packed` (a room's 'quick' field): a function
--- library (queuegate.scripts: library) keeps the last between calls, so a
--- snapshot is unpacked once, not at every call that reads it (a tenth of a
--- join call's own cost). Nobody changes the figures once unpacked.
-local unpacked, figures
-local function snapshot_figures(packed)
-  if packed ~= unpacked then
-    figures, unpacked = cmsgpack.unpack(packed), packed
-  end
-  return figures
-end
-
 local function join_quickly(r, ids, keys, counted)
   local answers, n = {}, 0
   local seq = tonumber(redis.call('GET', KEYS[1])) or 0

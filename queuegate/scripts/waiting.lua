@@ -44,3 +44,16 @@ local function quiet_counter(abandon)
     return quiet
   end
 end
+
+-- The figures of the snapshot `packed` (a room's 'quick' field): a function
+-- library (queuegate.scripts: library) keeps the last between calls, so a
+-- snapshot is unpacked once, not at every call that reads it (a tenth of a
+-- join call's own cost). Nobody changes the figures once unpacked. Read by
+-- quick.lua and join.lua.
+local packed_last, figures_last
+local function snapshot_figures(packed)
+  if packed ~= packed_last then
+    figures_last, packed_last = cmsgpack.unpack(packed), packed
+  end
+  return figures_last
+end
