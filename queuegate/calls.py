@@ -8,12 +8,16 @@ and, until stored, the lottery's seed offer), loads a script a server does
 not know, turns failures into ``StoreError`` and keeps Redis's time in this
 process (``RedisClock``). What the calls mean is ``queuegate.store``'s.
 
-A script of ``queuegate.scripts.LIBRARIES`` (newcomers' joins, sent
-together) is an FCALL of a function library instead, where its parts'
-functions are made once per load, not at every call (a fifth of such a
-call's own cost in Redis: docs/profiles/join-redis-2026-11-26.txt). A
+A script of ``queuegate.scripts.LIBRARIES`` (newcomers' joins sent
+together, and enter) is an FCALL of a function library instead, where its
+parts' functions are made once per load, not at every call (a fifth to a
+quarter of such a call's own cost in Redis:
+docs/profiles/join-redis-2026-11-26.txt). A
 server that has no functions (before Redis 7), or refuses them, is sent
-the same script by EVALSHA from then on.
+the same script by EVALSHA from then on. One difference: a server over
+its maxmemory with noeviction refuses a function (these have no flags)
+before it runs, where a script failed only at its first write, so an
+admitted visitor's answer that writes nothing is refused there too.
 """
 
 from __future__ import annotations

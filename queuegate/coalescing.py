@@ -15,7 +15,11 @@ call in flight, nor goes when a call in flight comes back (a fast reply
 would send it alone). An event loop with time to spare answers each
 request in a turn of its own, so a steady stream of arrivals (a paced
 storm of joins) would otherwise go one call each; the first item after a
-quiet spell still goes at the end of its turn.
+quiet spell still goes at the end of its turn. With ``linger_gaps`` too,
+that wait is so many of the key's mean gaps between its items (a steady
+stream gathers about that many a call), at least ``max_wait`` and at most
+``max_linger``: a paced stream of one item a millisecond waited 1 ms and
+went 1.3-1.6 a call.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from .tasks import stop
 __all__ = ["Coalescer"]
 
 Item = TypeVar("Item", bound=Hashable)
+# The weight of an item's gap from the one before in its key's mean gap.
+GAP_WEIGHT = 0.1
 Result = TypeVar("Result")
 
 
@@ -52,12 +58,18 @@ class Coalescer(Generic[Item, Result]):
         max_wait: float,
         max_batch: int,
         busy_within: float = 0.0,
+        linger_gaps: float = 0.0,
+        max_linger: float = 0.0,
     ) -> None:
         self._send = send
         self.max_wait = max_wait
         self.max_batch = max_batch
         self.busy_within = busy_within
+        self.linger_gaps = linger_gaps
+        self.max_linger = max(max_linger, max_wait)
         self._opened: dict[str, float] = {}  # key -> loop time its last batch opened (busy_within > 0)
+        # key -> (loop time of its last item, the mean gap between its items), with linger_gaps
+        self._gaps: dict[str, tuple[float, float]] = {}
         self._batches: dict[str, _Batch[Item, Result]] = {}
         self._in_flight: dict[str, int] = {}  # key -> calls sent and not answered
         self._sending: set[asyncio.Task[None]] = set()
@@ -65,6 +77,15 @@ class Coalescer(Generic[Item, Result]):
     async def add(self, key: str, context: Any, item: Item) -> Result:
         """``item``'s result, from the next call of ``key``."""
         loop = asyncio.get_running_loop()
+        wait = self.max_wait
+        if self.linger_gaps and self.busy_within:
+            # A gap longer than busy_within counts as busy_within: a storm
+            # after a quiet spell is measured within a few items.
+            now = loop.time()
+            last, gap = self._gaps.get(key, (now - self.busy_within, self.busy_within))
+            gap += GAP_WEIGHT * (min(now - last, self.busy_within) - gap)
+            self._gaps[key] = (now, gap)
+            wait = min(self.max_linger, max(wait, self.linger_gaps * gap))
         batch = self._batches.get(key)
         if batch is None:
             batch = self._batches[key] = _Batch(context)
@@ -74,7 +95,9 @@ class Coalescer(Generic[Item, Result]):
                 busy = now - self._opened.get(key, -self.busy_within) < self.busy_within
                 self._opened[key] = now
             batch.lingers = busy
-            if busy or self._in_flight.get(key):
+            if busy:
+                loop.call_later(wait, self._flush, key, batch)
+            elif self._in_flight.get(key):
                 loop.call_later(self.max_wait, self._flush, key, batch)
             else:
                 loop.call_soon(self._flush, key, batch)

@@ -14,10 +14,12 @@ Nothing waits for a batch to fill (``queuegate.coalescing``): a join is
 sent at the end of the loop turn it arrived in, or, while a call of the
 room's is in flight, when that call comes back, and never more than
 ``MAX_WAIT`` (1 ms) later. In a storm (the room's batches opening less
-than ``BUSY_WITHIN`` apart) a join waits up to ``MAX_WAIT`` for others even
-with no call in flight: a process with time to spare between requests
-would otherwise send each newcomer alone (1.3 joins a call at 1,100 joins
-a second from 128 connections, against 12 flat out from 32). Only joins of visitors Redis has never seen (a
+than ``BUSY_WITHIN`` apart) a join waits for others even with no call in
+flight, ``LINGER_GAPS`` of the room's mean gaps between joins (at least
+``MAX_WAIT``, at most ``MAX_LINGER``): a process with time to spare
+between requests would otherwise send each newcomer alone (1.3 joins a
+call at 1,100 joins a second from 128 connections, against 12 flat out
+from 32). Only joins of visitors Redis has never seen (a
 fresh random id, no user, no proof of work) come here; a room that is not
 settled (anyone could be let in now, before an opening, a proof of work
 asked) answers none of them and they take the full call; the room is then
@@ -37,7 +39,9 @@ __all__ = ["Joins"]
 
 MAX_BATCH = 100  # joins in one call
 MAX_WAIT = 0.001  # seconds a join waits for the room's call in flight before going on its own
-BUSY_WITHIN = 0.0  # seconds between a room's batches under which it is in a storm
+BUSY_WITHIN = 0.005  # seconds between a room's batches under which it is in a storm
+LINGER_GAPS = 3.0  # in a storm, a batch waits this many of the room's mean gaps between joins...
+MAX_LINGER = 0.003  # ... this long at most (seconds; the join p99 target is 10 ms)
 UNSETTLED_BACKOFF = 0.05  # seconds joins to an unsettled room go straight to the full call
 
 Send = Callable[[Any, Sequence[tuple[str, str]]], Awaitable[Sequence[Any] | None]]
@@ -53,7 +57,7 @@ class Joins:
     def __init__(self, send: Send) -> None:
         self._send = send
         self._calls: Coalescer[tuple[str, str], Any | None] = Coalescer(
-            self._call, MAX_WAIT, MAX_BATCH, BUSY_WITHIN
+            self._call, MAX_WAIT, MAX_BATCH, BUSY_WITHIN, LINGER_GAPS, MAX_LINGER
         )
         self._unsettled: dict[str, float] = {}  # room -> loop time until which it is not asked
         # What batching did (the speed benchmark prints them): joins answered

@@ -123,3 +123,31 @@ async def test_in_a_storm_a_reply_does_not_send_the_batch_before_max_wait() -> N
     assert await second == "r:b"
     assert recorder.batches == [["a"], ["b"]]
     await coalescer.aclose()
+
+
+async def test_in_a_storm_a_batch_waits_a_few_of_its_keys_gaps() -> None:
+    # A steady stream, one item every 10 ms: max_wait (2 ms) alone sends each
+    # in a call of its own; waiting three of the key's mean gaps (at most
+    # max_linger) gathers a few a call, none held longer than max_linger.
+    recorder = Recorder()
+    recorder.release.set()
+    lingering: Coalescer[str, str] = Coalescer(
+        recorder.send, max_wait=0.002, max_batch=100, busy_within=0.05, linger_gaps=3.0, max_linger=0.06
+    )
+    loop = asyncio.get_running_loop()
+    waits: list[float] = []
+
+    async def timed(item: str) -> None:
+        start = loop.time()
+        assert await lingering.add("room", "r", item) == f"r:{item}"
+        waits.append(loop.time() - start)
+
+    items = [asyncio.ensure_future(timed("0"))]
+    for i in range(1, 40):
+        await asyncio.sleep(0.01)
+        items.append(asyncio.ensure_future(timed(str(i))))
+    await asyncio.gather(*items)
+    assert sorted(item for batch in recorder.batches for item in batch) == sorted(str(i) for i in range(40))
+    assert len(recorder.batches) <= 40 / 2.5  # 3-6 a call once the first went at once
+    assert max(waits) < 0.06 + 0.03  # max_linger, and a loaded machine's lateness
+    await lingering.aclose()

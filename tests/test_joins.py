@@ -227,25 +227,30 @@ async def settled_joins(store: Store, name: str) -> list[tuple[str, int]]:
 
 @pytest.mark.anyio
 async def test_joins_are_a_function_loaded_once(store: Store) -> None:
-    # Newcomers' joins go by FCALL of a library loaded once (its parts'
-    # functions made at the load, not at every call), not by EVALSHA.
-    function, _ = library("join")
+    # Newcomers' joins and enter go by FCALL of a library each, loaded once
+    # (their parts' functions made at the load, not at every call), not by
+    # EVALSHA.
+    functions = {library(name)[0] for name in ("join", "enter")}
     await store.client.function_flush()
     await store.client.config_resetstat()
     assert await settled_joins(store, "library") == [("waiting", rank) for rank in range(1, 10)]
     stats = await store.client.info("commandstats")
-    assert stats["cmdstat_function|load"]["calls"] == 1
-    assert stats["cmdstat_fcall"]["calls"] == 4  # the first found no function
+    assert stats["cmdstat_function|load"]["calls"] == 2  # enter's, then join's
+    assert stats["cmdstat_fcall"]["calls"] == 8  # three enters, three joins: the first of each found none
     evalsha = await script_calls(store, ("evalsha",))
-    assert await store.join_many(Room("library", paths=["/x"], rate=1, per=3600.0), [("n9", "")])
+    room = Room("library", paths=["/x"], rate=1, per=3600.0)
+    assert await store.join_many(room, [("n9", "")])
+    assert (await store.enter(room, "n9", join=False)).state == "waiting"  # a poll: enter's quick answer
+    assert (await store.enter(room, "n10", client="192.0.2.9")).state == "waiting"  # a join one by one
     assert await script_calls(store, ("evalsha",)) == evalsha
-    assert await script_calls(store, ("fcall",)) == 5
+    assert await script_calls(store, ("fcall",)) == 11
     loaded = await store.client.function_list()
-    assert [entry[1] for entry in loaded] == [function.encode()]  # library_name
+    assert {entry[1].decode() for entry in loaded} == functions  # library_name
     # Each call has its own clock: a deadline passed is LATE, as for a script.
     keys = store.keys("library")
-    with pytest.raises(ResponseError, match=r"^LATE"):
-        await store.client.fcall(function, len(keys), *keys, "d1", "", "")
+    for function in functions:
+        with pytest.raises(ResponseError, match=r"^LATE"):
+            await store.client.fcall(function, len(keys), *keys, "d1", "", "")
 
 
 @pytest.mark.anyio

@@ -7,7 +7,11 @@ The machine below drives two rooms of the same shape in lockstep through
 random joins, polls, releases, drains, setting changes and time passing: one
 as the gate does, one whose snapshot is deleted before every call (so the
 full path always answers). Every answer and the rooms' numbers after every
-step must be the same.
+step must be the same. The first room's calls go as the gate sends them
+(FCALL of a function library, where the server has functions), the
+second's by EVALSHA of the same scripts: a library runs a part's lines
+marked "per call" at each call, and any state one call left to the next
+would show here.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class QuickMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.store = Store(connect(QuickMachine.url, 5.0))
+        self.scripts = Store(connect(QuickMachine.url, 5.0))  # the full room's: EVALSHA only
+        self.scripts.calls.fcall = False
         self.now = T0
         self.rooms: tuple[Room, Room]
 
@@ -78,16 +84,16 @@ class QuickMachine(RuleBasedStateMachine):
 
     def both(self, call: Any) -> tuple[Any, Any]:
         quick, full = self.rooms
-        answer = self.run(call(quick))
+        answer = self.run(call(self.store, quick))
         state = self.store.keys(full.name)[4]
         self.run(self.store.client.hdel(state, "quick", "quick_until"))
-        return answer, self.run(call(full))
+        return answer, self.run(call(self.scripts, full))
 
     @rule(visitor=st.sampled_from(VISITORS), client=st.sampled_from(["a", "b"]))
     def visit(self, visitor: str, client: str) -> None:
         state = self.store.keys(self.rooms[0].name)[4]
         until = self.run(self.store.client.hget(state, "quick_until"))
-        quick, full = self.both(lambda room: self.store.enter(room, visitor, client=client, now=self.now))
+        quick, full = self.both(lambda store, room: store.enter(room, visitor, client=client, now=self.now))
         assert _answer(quick) == _answer(full), visitor
         QuickMachine.quick_answers += until is not None and self.now < int(until)
 
@@ -97,12 +103,12 @@ class QuickMachine(RuleBasedStateMachine):
 
     @rule(visitor=st.sampled_from(VISITORS))
     def release(self, visitor: str) -> None:
-        quick, full = self.both(lambda room: self.store.release(room, visitor, now=self.now))
+        quick, full = self.both(lambda store, room: store.release(room, visitor, now=self.now))
         assert quick == full
 
     @rule()
     def drain(self) -> None:
-        quick, full = self.both(lambda room: self.store.drain(room, now=self.now))
+        quick, full = self.both(lambda store, room: store.drain(room, now=self.now))
         assert quick == full
 
     @rule(status=st.sampled_from(["open", "paused", "queue_all"]), rate=st.integers(1, 4))
@@ -110,13 +116,13 @@ class QuickMachine(RuleBasedStateMachine):
         changes: dict[str, Any] = {"status": status}
         if self.rooms[0].rate:
             changes["rate"] = rate
-        self.both(lambda room: self.store.configure(room, now=self.now, **changes))
+        self.both(lambda store, room: store.configure(room, now=self.now, **changes))
 
     @invariant()
     def the_rooms_agree(self) -> None:
         if not hasattr(self, "rooms"):
             return
-        quick, full = self.both(lambda room: self.store.stats(room, now=self.now))
+        quick, full = self.both(lambda store, room: store.stats(room, now=self.now))
         assert quick == full
         lines = [self.run(self.store.visitors(room, 100)) for room in self.rooms]
         assert lines[0] == lines[1]
@@ -129,6 +135,7 @@ class QuickMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.run(self.store.aclose())
+        self.run(self.scripts.aclose())
         self.loop.close()
 
 

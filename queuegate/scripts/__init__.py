@@ -74,33 +74,53 @@ def script(name: str) -> str:
 
 # Scripts also served as a function of a library of their own (Redis 7 or
 # Valkey: FUNCTION LOAD, FCALL), where the functions of their parts are made
-# once, when the library is loaded, instead of at every call.
-LIBRARIES = ("join",)
-# A line of a part marked "per call" (see clock.lua).
+# once, when the library is loaded, instead of at every call: newcomers'
+# joins sent together, and enter (a visitor's request or poll, and a join
+# that is not sent with others).
+LIBRARIES = ("join", "enter")
+# A line of a part marked "per call" (see clock.lua), and the lines between
+# "-- per call {" and "-- per call }", each alone on its line.
 _PER_CALL = re.compile(r"^(local )?(.*?)\s*-- per call\b.*$")
+_BLOCK = {"-- per call {": True, "-- per call }": False}
 
 
 @cache
 def library(name: str) -> tuple[str, str]:
     """The function ``name`` (``"join"``) as (function name, library code):
     its parts but the last at the library's top, their lines marked "per
-    call" at the start of each call, and the last part (the operation's own)
-    as the function's body. Both names carry the code's hash, so that app
-    processes of different versions sharing a server each call their own."""
+    call" in a function of each part's own (``per_call_clock``: a function
+    has at most 60 upvalues), called in order at the start of each call (a
+    part's reply, such as clock.lua's LATE or a quick answer, is the
+    call's), and the last part (the operation's own) as the function's
+    body. A top-level ``local names = values`` marked is declared once and
+    set at each call (to nil with no values). Both names carry the code's
+    hash, so that app processes of different versions sharing a server each
+    call their own."""
     parts = SCRIPTS[name]
     made: list[str] = []
-    per_call: list[str] = []
+    called: list[str] = []
     for part in parts[:-1]:
+        per_call: list[str] = []
+        block = False
         for line in source(f"{part}.lua").splitlines():
-            marked = _PER_CALL.match(line)
-            if marked is None:
+            if line.strip() in _BLOCK:
+                block = _BLOCK[line.strip()]
+                continue
+            marked = None if block else _PER_CALL.match(line)
+            if block:
+                per_call.append(f"  {line}")
+            elif marked is None:
                 made.append(line)
             elif marked.group(1):  # local names = values: declared once, set at each call
-                names, _, values = marked.group(2).partition(" = ")
+                names, equals, values = marked.group(2).partition(" = ")
                 made.append(f"local {names}")
-                per_call.append(f"  {names} = {values}")
+                per_call.append(f"  {names} = {values if equals else 'nil'}")
             else:
                 per_call.append(f"  {marked.group(2)}")
+        assert not block, f"{part}.lua: a per call block is not closed"
+        if per_call:
+            made += [f"local function per_call_{part}()", *per_call, "end"]
+            called.append(part)
     code = "\n".join(
         [
             "local KEYS, ARGV",
@@ -117,7 +137,8 @@ def library(name: str) -> tuple[str, str]:
         [
             f"redis.register_function('{function}', function(keys, args)",
             "  KEYS, ARGV = keys, args",
-            *per_call,
+            "  local reply",
+            *(f"  reply = per_call_{part}() if reply ~= nil then return reply end" for part in called),
             "  return run()",
             "end)",
         ]

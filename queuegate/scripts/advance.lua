@@ -57,10 +57,11 @@ local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
   'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget', 'challenge',
   'target_ms', 'max_errors', 'floor', 'ceiling', 'settle'}
 
-local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS))
+local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS)) -- per call
 
-local defaults = ARGV[2]
-local new_defaults = false
+local defaults = ARGV[2] -- per call
+local new_defaults = false -- per call
+-- per call {
 if defaults == '' then
   if not conf[1] then return redis.error_reply('UNKNOWN_ROOM no such room') end
   defaults = conf[1]
@@ -68,10 +69,11 @@ elseif defaults ~= conf[1] then
   redis.call('HSET', KEYS[5], 'defaults', defaults)
   new_defaults = true
 end
+-- per call }
 -- Split, not matched field by field: defaults stored by an older version
 -- have fewer fields, and those missing fall back below.
-local default = {}
-for value in string.gmatch(defaults .. ',', '([^,]*),') do default[#default + 1] = value end
+local default = {} -- per call
+for value in string.gmatch(defaults .. ',', '([^,]*),') do default[#default + 1] = value end -- per call
 
 local rate, per, capacity, session, sliding, abandon, max_step, status, method
 local opens_at, client_limit, forget, challenge, target_ms, max_errors
@@ -106,18 +108,18 @@ local function read_settings(fields)
   prequeue = opens_at > 0 and now < opens_at
   line_moves = (status == 'open' or status == 'queue_all') and not prequeue
 end
-read_settings({unpack(conf, 2, 1 + #SETTINGS)})
+read_settings({unpack(conf, 2, 1 + #SETTINGS)}) -- per call
 
 -- The room's running state, read by advance() (a visitor who is simply
 -- inside never needs it).
-local tokens, refill_at, win_start, win_count, win_prev, end_count, end_prev
-local seed, draws, shuffled
-local quick_until -- the end of the snapshot this call found (see snapshot())
+local tokens, refill_at, win_start, win_count, win_prev, end_count, end_prev -- per call
+local seed, draws, shuffled -- per call
+local quick_until -- per call: the end of the snapshot this call found (see snapshot())
 -- The Redis time (us) at which the room's state was made: what copies of
 -- it in the app's processes are checked against (tick.lua).
-local incarnation
-local dirty = false
-local active_n = 0
+local incarnation -- per call
+local dirty = false -- per call
+local active_n = 0 -- per call
 
 local function note_ended(n)
   if n <= 0 then return end
@@ -202,11 +204,11 @@ end
 -- (queuegate/invalidations.py) and feeds its open streams from
 -- (queuegate/feeds.py). moved() says the line or the room's settings
 -- changed; the lists say who left the line and how.
-local published = false
-local push_taken = 0 -- taken from the head of the line (admitted or skipped)
-local push_admitted, push_gone, push_gone_seqs = {}, {}, {}
-local push_reset = false -- ranks changed other than by leaving (a shuffle): read them again
-local push_drained = false -- everyone waiting lost their place (drain.lua)
+local published = false -- per call
+local push_taken = 0 -- per call: taken from the head of the line (admitted or skipped)
+local push_admitted, push_gone, push_gone_seqs = {}, {}, {} -- per call
+local push_reset = false -- per call: ranks changed other than by leaving (a shuffle): read them again
+local push_drained = false -- per call: everyone waiting lost their place (drain.lua)
 local function moved()
   published = true
 end
@@ -406,7 +408,7 @@ end
 -- room closed or passed through. Every other call drops it: configure and
 -- health change settings after their save_state. The line's length is not
 -- in it (joins change it): a quick answer counts the line itself.
-local settled = false
+local settled = false -- per call
 local function snapshot()
   if prequeue or not (status == 'open' or status == 'queue_all' or status == 'paused') then
     return nil

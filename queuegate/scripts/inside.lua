@@ -8,7 +8,8 @@
 -- (ARGV[6] empty); returns {'active', now, id, expiry_ms, 0, copyable} as
 -- enter does.
 
-local held_until -- the visitor's session expiry, for quick.lua (nil: none)
+local held_until -- per call: the visitor's session expiry, for quick.lua (nil: none)
+-- per call {
 if ARGV[2] ~= '' and ARGV[6] == '' then
   local expiry = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[4]))
   held_until = expiry
@@ -32,3 +33,4 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
     end
   end
 end
+-- per call }

@@ -16,7 +16,10 @@ local got = redis.call('HMGET', KEYS[5], 'quick_until', 'defaults', 'quick', 'an
 if ARGV[2] == '' or not got[1] or now >= tonumber(got[1]) or got[2] ~= ARGV[2] then return {0} end
 local r = snapshot_figures(got[3])
 if r.challenge ~= 0 then return {0} end
-local joins = {}
-for i = 6, #KEYS do joins[#joins + 1] = {ARGV[2 * i - 8], KEYS[i], ARGV[2 * i - 7]} end
+local ids, keys, counted = {}, {}, {}
+for i = 6, #KEYS do
+  local j = i - 5
+  ids[j], keys[j], counted[j] = ARGV[2 * i - 8], KEYS[i], ARGV[2 * i - 7]
+end
 cp_at = tonumber(got[4])
-return {1, now, r.method, join_quickly(r, joins)}
+return {1, now, r.method, join_quickly(r, ids, keys, counted)}

@@ -7,9 +7,10 @@
 -- room's new keys get their expiry. Runs after analytics.lua, with `cp_at`
 -- (the last checkpoint's time) read.
 --
--- join_quickly(r, joins): r is the snapshot's figures, joins a list of
--- {visitor id, client key, '1' if the key names a real client}, in arrival
--- order, of visitors with no place and no session. Returns their answers,
+-- join_quickly(r, ids, keys, counted): r is the snapshot's figures; ids the
+-- visitor ids, in arrival order, of visitors with no place and no session,
+-- keys their client keys and counted '1' where the key names a real client
+-- (three lists, not a table a join: its making cost more than its reading). Returns their answers,
 -- in order, four numbers each (a flat list: a reply of many small tables
 -- costs Redis more than the joins' own work): the arrival number, the rank
 -- (people ahead), the estimated wait (ms) and the poll interval (ms) of a
@@ -19,57 +20,50 @@
 -- the room as those calls would. Numbers go to Redis as strings formatted
 -- once (Lua formats a number argument with "%.14g", slowly).
 
--- The figures of the snapshot `packed` (a room's 'quick' field): a function
--- library (queuegate.scripts: library) keeps the last between calls, so a
--- snapshot is unpacked once, not at every call that reads it (a tenth of a
--- join call's own cost). Nobody changes the figures once unpacked.
-local unpacked, figures
-local function snapshot_figures(packed)
-  if packed ~= unpacked then
-    figures, unpacked = cmsgpack.unpack(packed), packed
-  end
-  return figures
-end
-
-local function join_quickly(r, joins)
-  local answers = {}
+local function join_quickly(r, ids, keys, counted)
+  local answers, n = {}, 0
   local seq = tonumber(redis.call('GET', KEYS[1])) or 0
   local line = redis.call('ZCARD', KEYS[2])
-  local placed, seen = {}, {}
+  local placed, seen, p = {}, {}, 0
   local quiet = quiet_counter(r.abandon)
   local seen_at = string.format('%d', now)
+  local limit, abandon = r.client_limit, r.abandon
+  -- Joins that take no checkpoint, counted in the analytics once a call.
+  local joined_plainly = 0
   -- The places taken so far go into the line (a checkpoint reads it).
   local function place_them()
-    local joined = #placed / 2
+    local joined = p / 2
     if joined == 0 then return end
     redis.call('INCRBY', KEYS[1], joined)
     redis.call('ZADD', KEYS[2], unpack(placed))
     redis.call('ZADD', KEYS[3], unpack(seen))
     redis.call('HINCRBY', KEYS[5], 'joined', joined)
-    placed, seen = {}, {}
+    placed, seen, p = {}, {}, 0
   end
-  for _, join in ipairs(joins) do
-    local id, n = join[1], #answers
-    if over_client_limit(r.client_limit, join[2], join[3]) then
-      answers[n + 1], answers[n + 2], answers[n + 3], answers[n + 4] = 0, 0, redis.call('PTTL', join[2]), 0
+  for i = 1, #ids do
+    local id = ids[i]
+    if over_client_limit(limit, keys[i], counted[i]) then
+      answers[n + 1], answers[n + 2], answers[n + 3], answers[n + 4] = 0, 0, redis.call('PTTL', keys[i]), 0
     else
       seq = seq + 1
-      local p = #placed
       placed[p + 1], placed[p + 2] = string.format('%d', seq), id
       seen[p + 1], seen[p + 2] = seen_at, id
+      p = p + 2
       local rank = line
       line = line + 1
       local wait = quick_estimate(r, rank, line, quiet, 0)
-      answers[n + 1], answers[n + 2], answers[n + 3], answers[n + 4] = seq, rank, wait, poll_after(wait, r.abandon)
+      answers[n + 1], answers[n + 2], answers[n + 3], answers[n + 4] = seq, rank, wait, poll_after(wait, abandon)
       if takes_checkpoint(seq) then
         place_them()
         analytics_joined(seq, wait, function() return quick_estimate(r, rank, line, quiet, slope_step(r.method)) end)
       else
-        an_count('an_j', 1)
+        joined_plainly = joined_plainly + 1
       end
     end
+    n = n + 4
   end
   place_them()
+  if joined_plainly > 0 then an_count('an_j', joined_plainly) end
   analytics_save(r.forget)
   if r.forget > 0 then
     for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], r.forget) end

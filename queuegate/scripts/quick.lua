@@ -16,11 +16,12 @@
 -- is a join quick_join.lua may answer: a room without a challenge, a
 -- visitor with no place and no session that has just ended (held_until,
 -- from inside.lua).
-local quick_join
+local quick_join -- per call
+-- per call {
 if ARGV[2] ~= '' and ARGV[6] == '' then
   local got = redis.call('HMGET', KEYS[5], 'quick_until', 'defaults', 'quick', 'an_cp_at')
   if got[1] and now < tonumber(got[1]) and got[2] == ARGV[2] then
-    local r = cmsgpack.unpack(got[3])
+    local r = snapshot_figures(got[3])
     local rank = redis.call('ZRANK', KEYS[2], ARGV[4])
     if rank then
       seen_now(ARGV[4])
@@ -33,3 +34,4 @@ if ARGV[2] ~= '' and ARGV[6] == '' then
     end
   end
 end
+-- per call }
