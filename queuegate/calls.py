@@ -14,10 +14,10 @@ parts' functions are made once per load, not at every call (a fifth to a
 quarter of such a call's own cost in Redis:
 docs/profiles/join-redis-2026-11-26.txt). A
 server that has no functions (before Redis 7), or refuses them, is sent
-the same script by EVALSHA from then on. One difference: a server over
-its maxmemory with noeviction refuses a function (these have no flags)
-before it runs, where a script failed only at its first write, so an
-admitted visitor's answer that writes nothing is refused there too.
+the same script by EVALSHA from then on. A server over its maxmemory with
+noeviction refuses a function (these have no flags) before it runs, where
+a script fails only at its first write: such a call is sent again as a
+script, so an admitted visitor is still answered there.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import (
     NoPermissionError,
     NoScriptError,
+    OutOfMemoryError,
     RedisClusterException,
     RedisError,
     ResponseError,
@@ -67,6 +68,10 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
     """Mark a future's failure as seen (asyncio logs those nobody saw)."""
     if not future.cancelled():
         future.exception()
+
+
+class _NoFunctions(Exception):
+    """The server has no functions, or refuses them: scripts from now on."""
 
 
 def _no_function(exc: ResponseError) -> bool:
@@ -213,23 +218,39 @@ class ScriptCalls:
         except ResponseError:
             self.fcall = False
 
-    async def _send(self, script: str, name: str, extra_keys: tuple[str, ...], args: list[str]) -> Any:
-        key = self.keys(name)[0]  # for a cluster's router
-        if self.fcall and script in self._functions:
-            command = self._command(script, name, extra_keys, args, fcall=True)
+    async def _send_function(self, script: str, command: bytes, key: str) -> Any:
+        """FCALL ``command``, loading its library where the server has not
+        got it; _NoFunctions where the server has none or refuses this one
+        (its ACL)."""
+        try:
+            return await self.pipeline.send(command, key)
+        except ResponseError as exc:
+            if not _no_function(exc):
+                raise
+        await self._load_library(script)
+        if self.fcall:
             try:
                 return await self.pipeline.send(command, key)
             except ResponseError as exc:
                 if not _no_function(exc):
                     raise
-            await self._load_library(script)
-            if self.fcall:
-                try:
-                    return await self.pipeline.send(command, key)
-                except ResponseError as exc:
-                    if not _no_function(exc):
-                        raise
-                    self.fcall = False  # loaded, and still refused (its ACL)
+                self.fcall = False  # loaded, and still refused (its ACL)
+        raise _NoFunctions
+
+    async def _send(self, script: str, name: str, extra_keys: tuple[str, ...], args: list[str]) -> Any:
+        key = self.keys(name)[0]  # for a cluster's router
+        if self.fcall and script in self._functions:
+            command = self._command(script, name, extra_keys, args, fcall=True)
+            try:
+                return await self._send_function(script, command, key)
+            except _NoFunctions:
+                pass
+            except OutOfMemoryError:
+                # Over its maxmemory (noeviction), a server refuses a
+                # function before it runs, where a script fails only at a
+                # write: this call goes as a script (an admitted visitor's
+                # answer, the line's figures, still come).
+                pass
         command = self._command(script, name, extra_keys, args)
         try:
             return await self.pipeline.send(command, key)

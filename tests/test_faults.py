@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 
 from queuegate import Room, Store, StoreError
 from queuegate.embedded import EmbeddedServer, free_port, server_binary
+from queuegate.store import connect
 
 from .conftest import MakeGate, client_for, wait_for_http
 
@@ -294,3 +295,25 @@ async def _crowd(ports: list[int], redis_url: str) -> None:
     admitted_ids = list(first_in.values())
     assert len(admitted_ids) == len(set(admitted_ids))  # nobody admitted twice
     assert len(admitted_ids) == 8  # capacity bound: sessions are long, 8 got in
+
+
+async def test_a_redis_over_its_maxmemory_still_answers_the_line() -> None:
+    """Redis over its maxmemory with noeviction refuses a function (FCALL)
+    before it runs, where a script fails only at a write: the calls sent as
+    functions go again as scripts, so the visitors inside are still let
+    through and the line still answers (both were refused once enter became
+    a function)."""
+    room = Room("full", paths=["/x"], rate=5, per=1.0)
+    with EmbeddedServer(server_binary("path")) as server:
+        store = Store(connect(server.url, 2.0), prefix="qgoom")
+        try:
+            assert (await store.enter(room, "inside")).state == "active"
+            await store.client.config_set("maxmemory-policy", "noeviction")
+            await store.client.config_set("maxmemory", "1")
+            with pytest.raises(redis.exceptions.OutOfMemoryError):
+                await store.client.set("plain-write", "refused")  # the server is over it
+            assert (await store.enter(room, "inside")).state == "active"
+            assert (await store.enter(room, "newcomer")).state in ("active", "waiting")
+        finally:
+            await store.client.config_set("maxmemory", "0")
+            await store.aclose()
