@@ -14,15 +14,17 @@ parts' functions are made once per load, not at every call (a fifth to a
 quarter of such a call's own cost in Redis:
 docs/profiles/join-redis-2026-11-26.txt). A
 server that has no functions (before Redis 7), or refuses them, is sent
-the same script by EVALSHA from then on. A server over its maxmemory with
-noeviction refuses a function (these have no flags) before it runs, where
-a script fails only at its first write: such a call is sent again as a
-script, so an admitted visitor is still answered there.
+the same script by EVALSHA from then on. A server that refuses writes for
+now (over its maxmemory with noeviction, too few replicas, a failed save)
+refuses a function (these have no flags) before it runs, where a script
+fails only at its first write: such a call is sent again as a script, so
+an admitted visitor is still answered there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import secrets
 import time
@@ -35,6 +37,7 @@ from redis.exceptions import (
     NoPermissionError,
     NoScriptError,
     OutOfMemoryError,
+    ReadOnlyError,
     RedisClusterException,
     RedisError,
     ResponseError,
@@ -70,8 +73,8 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-class _NoFunctions(Exception):
-    """The server has no functions, or refuses them: scripts from now on."""
+class _AsScript(Exception):
+    """This call goes as a script (EVALSHA), not as a function."""
 
 
 def _no_function(exc: ResponseError) -> bool:
@@ -79,6 +82,33 @@ def _no_function(exc: ResponseError) -> bool:
     server (yet), FCALL unknown (before Redis 7), or refused by its ACL."""
     missing = str(exc).startswith(("Function not found", "unknown command"))
     return missing or isinstance(exc, NoPermissionError)
+
+
+def _no_functions(exc: ResponseError) -> bool:
+    """Whether a FUNCTION LOAD failed for good: no functions on this server
+    (before Redis 7), refused by its ACL, or a library it cannot compile."""
+    text = str(exc)
+    return text.startswith("unknown command") or "compil" in text or isinstance(exc, NoPermissionError)
+
+
+def _unless_missing(exc: ResponseError) -> None:
+    """Raise ``exc``, or _AsScript where the call may go as a script: the
+    server refuses writes for now (a function, having no flags, is refused
+    before it runs, where a script fails only at a write: as a script, the
+    visitors inside are still let through). Return where the function is
+    missing."""
+    if _refused_writes(exc):
+        raise _AsScript from exc
+    if not _no_function(exc):
+        raise exc
+
+
+def _refused_writes(exc: ResponseError) -> bool:
+    """Whether the server refuses writes for now: over its maxmemory
+    (noeviction), too few replicas (min-replicas-to-write), a failed save
+    (stop-writes-on-bgsave-error), or a replica."""
+    refused = isinstance(exc, (OutOfMemoryError, ReadOnlyError))
+    return refused or str(exc).startswith(("NOREPLICAS", "MISCONF"))
 
 
 class RedisClock:
@@ -215,42 +245,34 @@ class ScriptCalls:
             loading = self._loading[key] = asyncio.ensure_future(load)
         try:
             await asyncio.shield(loading)
-        except ResponseError:
-            self.fcall = False
+        except ResponseError as exc:
+            if _no_functions(exc):
+                self.fcall = False
+            # Else refused for now (over its maxmemory, busy, a replica):
+            # this call goes as a script, the next tries the library again.
+            raise _AsScript from exc
 
     async def _send_function(self, script: str, command: bytes, key: str) -> Any:
         """FCALL ``command``, loading its library where the server has not
-        got it; _NoFunctions where the server has none or refuses this one
-        (its ACL)."""
+        got it; _AsScript where this call must go as a script."""
         try:
             return await self.pipeline.send(command, key)
         except ResponseError as exc:
-            if not _no_function(exc):
-                raise
+            _unless_missing(exc)
         await self._load_library(script)
-        if self.fcall:
-            try:
-                return await self.pipeline.send(command, key)
-            except ResponseError as exc:
-                if not _no_function(exc):
-                    raise
-                self.fcall = False  # loaded, and still refused (its ACL)
-        raise _NoFunctions
+        try:
+            return await self.pipeline.send(command, key)
+        except ResponseError as exc:
+            _unless_missing(exc)
+            self.fcall = False  # loaded, and still refused (its ACL)
+            raise _AsScript from exc
 
     async def _send(self, script: str, name: str, extra_keys: tuple[str, ...], args: list[str]) -> Any:
         key = self.keys(name)[0]  # for a cluster's router
         if self.fcall and script in self._functions:
             command = self._command(script, name, extra_keys, args, fcall=True)
-            try:
+            with contextlib.suppress(_AsScript):
                 return await self._send_function(script, command, key)
-            except _NoFunctions:
-                pass
-            except OutOfMemoryError:
-                # Over its maxmemory (noeviction), a server refuses a
-                # function before it runs, where a script fails only at a
-                # write: this call goes as a script (an admitted visitor's
-                # answer, the line's figures, still come).
-                pass
         command = self._command(script, name, extra_keys, args)
         try:
             return await self.pipeline.send(command, key)

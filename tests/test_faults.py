@@ -297,23 +297,42 @@ async def _crowd(ports: list[int], redis_url: str) -> None:
     assert len(admitted_ids) == 8  # capacity bound: sessions are long, 8 got in
 
 
-async def test_a_redis_over_its_maxmemory_still_answers_the_line() -> None:
-    """Redis over its maxmemory with noeviction refuses a function (FCALL)
+@pytest.mark.parametrize("refusal", ["maxmemory", "min-replicas-to-write"])
+async def test_a_redis_refusing_writes_still_answers_the_line(refusal: str) -> None:
+    """Redis refusing writes for now (over its maxmemory with noeviction, or
+    fewer replicas than min-replicas-to-write) refuses a function (FCALL)
     before it runs, where a script fails only at a write: the calls sent as
     functions go again as scripts, so the visitors inside are still let
-    through and the line still answers (both were refused once enter became
-    a function)."""
+    through (they were refused once enter became a function); a newcomer
+    takes a place where the server lets the script write. A library the
+    server refused to load then (its functions flushed meanwhile) is loaded
+    again once it takes writes: functions are not given up for good."""
     room = Room("full", paths=["/x"], rate=5, per=1.0)
     with EmbeddedServer(server_binary("path")) as server:
-        store = Store(connect(server.url, 2.0), prefix="qgoom")
+        store = Store(connect(server.url, 2.0), prefix="qgfull")
         try:
             assert (await store.enter(room, "inside")).state == "active"
-            await store.client.config_set("maxmemory-policy", "noeviction")
-            await store.client.config_set("maxmemory", "1")
-            with pytest.raises(redis.exceptions.OutOfMemoryError):
-                await store.client.set("plain-write", "refused")  # the server is over it
+            if refusal == "maxmemory":
+                await store.client.config_set("maxmemory-policy", "noeviction")
+                await store.client.config_set("maxmemory", "1")
+            else:
+                await store.client.config_set("min-replicas-to-write", "1")
+            with pytest.raises(redis.exceptions.ResponseError):
+                await store.client.set("plain-write", "refused")  # the server refuses writes
+            if refusal == "maxmemory":
+                await store.client.function_flush()  # (allowed there: it frees memory)
             assert (await store.enter(room, "inside")).state == "active"
-            assert (await store.enter(room, "newcomer")).state in ("active", "waiting")
+            if refusal == "maxmemory":
+                assert (await store.enter(room, "newcomer")).state in ("active", "waiting")
+            else:  # a place in the line is a write: refused, the gate's fail mode answers
+                with pytest.raises(StoreError, match="NOREPLICAS"):
+                    await store.enter(room, "newcomer")
+            await store.client.config_set("maxmemory", "0")
+            await store.client.config_set("min-replicas-to-write", "0")
+            assert (await store.enter(room, "later")).state in ("active", "waiting")  # (a call to Redis)
+            assert store.calls.fcall
+            assert await store.client.function_list(), "the library was not loaded again"
         finally:
             await store.client.config_set("maxmemory", "0")
+            await store.client.config_set("min-replicas-to-write", "0")
             await store.aclose()
