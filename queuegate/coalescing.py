@@ -31,11 +31,15 @@ from typing import Any, Generic, TypeVar
 
 from .tasks import stop
 
-__all__ = ["Coalescer"]
+__all__ = ["KEEP_KEYS", "Coalescer"]
 
 Item = TypeVar("Item", bound=Hashable)
 # The weight of an item's gap from the one before in its key's mean gap.
 GAP_WEIGHT = 0.1
+# Keys' storm figures kept (a room each; rooms from a URL are as many as
+# their values): past this many, those of keys quiet for FORGET_S go.
+KEEP_KEYS = 1024
+FORGET_S = 1.0
 Result = TypeVar("Result")
 
 
@@ -73,11 +77,14 @@ class Coalescer(Generic[Item, Result]):
         self._batches: dict[str, _Batch[Item, Result]] = {}
         self._in_flight: dict[str, int] = {}  # key -> calls sent and not answered
         self._sending: set[asyncio.Task[None]] = set()
+        self._sweep_at = KEEP_KEYS
 
     async def add(self, key: str, context: Any, item: Item) -> Result:
         """``item``'s result, from the next call of ``key``."""
         loop = asyncio.get_running_loop()
         wait = self.max_wait
+        if len(self._gaps) > self._sweep_at or len(self._opened) > self._sweep_at:
+            self._forget_quiet(loop.time())
         if self.linger_gaps and self.busy_within:
             # A gap longer than busy_within counts as busy_within: a storm
             # after a quiet spell is measured within a few items.
@@ -110,6 +117,15 @@ class Coalescer(Generic[Item, Result]):
         else:
             callers.append(waiter)
         return await waiter
+
+    def _forget_quiet(self, now: float) -> None:
+        """Drop the storm figures of keys quiet for FORGET_S (such a key's
+        next item reads as the first after a quiet spell, as it about does
+        with them), so that they stay about as many as the keys of the last
+        second."""
+        self._opened = {key: at for key, at in self._opened.items() if now - at < FORGET_S}
+        self._gaps = {key: gap for key, gap in self._gaps.items() if now - gap[0] < FORGET_S}
+        self._sweep_at = max(KEEP_KEYS, 2 * max(len(self._opened), len(self._gaps)))
 
     def _flush(self, key: str, batch: _Batch[Item, Result]) -> None:
         if self._batches.get(key) is not batch:

@@ -33,7 +33,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .coalescing import Coalescer
+from .coalescing import KEEP_KEYS, Coalescer
 
 __all__ = ["Joins"]
 
@@ -83,7 +83,12 @@ class Joins:
         self.calls += 1
         if answers is None:
             self.unsettled += len(joins)
-            self._unsettled[room.name] = asyncio.get_running_loop().time() + UNSETTLED_BACKOFF
+            now = asyncio.get_running_loop().time()
+            if len(self._unsettled) >= KEEP_KEYS:
+                # Rooms from a URL are as many as its values: none is kept
+                # past its backoff.
+                self._unsettled = {other: at for other, at in self._unsettled.items() if at > now}
+            self._unsettled[room.name] = now + UNSETTLED_BACKOFF
             answers = ()
         self.answered += len(answers)
         return [answers[i] if i < len(answers) else None for i in range(len(joins))]

@@ -151,3 +151,50 @@ async def test_in_a_storm_a_batch_waits_a_few_of_its_keys_gaps() -> None:
     assert len(recorder.batches) <= 40 / 2.5  # 3-6 a call once the first went at once
     assert max(waits) < 0.06 + 0.03  # max_linger, and a loaded machine's lateness
     await lingering.aclose()
+
+
+async def test_the_storm_figures_of_quiet_keys_are_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rooms from a URL are as many as the values visitors send: a key's
+    storm figures go once it has been quiet for a while, so that they stay
+    about as many as the keys of the last moment, not every key ever seen."""
+    import queuegate.coalescing as coalescing
+
+    monkeypatch.setattr(coalescing, "KEEP_KEYS", 50, raising=False)
+    monkeypatch.setattr(coalescing, "FORGET_S", 0.02, raising=False)
+
+    async def send(context: str, items: list[str]) -> list[str]:
+        return items
+
+    coalescer: Coalescer[str, str] = Coalescer(
+        send, max_wait=0.001, max_batch=100, busy_within=0.005, linger_gaps=3.0, max_linger=0.003
+    )
+    most = 0
+    for wave in range(20):
+        await asyncio.gather(*(coalescer.add(f"room{wave}-{key}", "r", "v") for key in range(100)))
+        most = max(most, len(coalescer._gaps), len(coalescer._opened))
+        await asyncio.sleep(0.03)
+    assert most <= 300, most  # two waves and the threshold, not 2,000
+
+
+async def test_joins_forget_rooms_past_their_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    import queuegate.joins as joins_module
+    from queuegate.joins import Joins
+
+    monkeypatch.setattr(joins_module, "KEEP_KEYS", 50, raising=False)
+    monkeypatch.setattr(joins_module, "UNSETTLED_BACKOFF", 0.01)
+
+    async def unsettled(room: object, joins: object) -> None:
+        return None  # no room is settled: each is marked, for its backoff
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    joins = Joins(unsettled)
+    most = 0
+    for wave in range(20):
+        await asyncio.gather(*(joins.join(Named(f"room{wave}-{key}"), "v", "c") for key in range(100)))
+        most = max(most, len(joins._unsettled))
+        await asyncio.sleep(0.02)
+    await joins.aclose()
+    assert most <= 300, most
