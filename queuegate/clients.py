@@ -51,24 +51,32 @@ def _address(text: str) -> Address | None:
 
 
 class _Hop(NamedTuple):
-    address: Address | None  # None: not an address
+    address: bool  # False: not an address
     trusted: bool  # a trusted proxy's
     key: str  # the client it stands for: the address, or an IPv6 address's /64
 
 
-_NO_HOP = _Hop(None, False, "unknown")
+_NO_HOP = _Hop(False, False, "unknown")
 
 
 class ClientAddresses:
     def __init__(self, trusted_proxies: Sequence[str]) -> None:
         self._trusted = [ipaddress.ip_network(n, strict=False) for n in trusted_proxies]
+        # The IPv4 ones as (network, mask) integers: a hop in canonical IPv4
+        # (nearly every new visitor's) is checked without an address object,
+        # a third of the client key's cost for a newcomer.
+        self._trusted_v4 = [(int(n.network_address), int(n.netmask)) for n in self._trusted if n.version == 4]
         self._resolve_cached = lru_cache(maxsize=65_536)(self._resolve)
         self._hop = lru_cache(maxsize=4096)(self._parse_hop)
+        self._peer = lru_cache(maxsize=4096)(_address)
 
     def peer(self, scope: Scope) -> Address | None:
         """The address the server reports for the connection."""
         client = scope.get("client")
-        return None if not client else self._hop_of(str(client[0])).address
+        if not client:
+            return None
+        text = str(client[0])
+        return None if len(text) > MAX_HOP else self._peer(text)
 
     def scheme(self, scope: Scope) -> str:
         """The scheme the client used: the server's (``scope["scheme"]``), or,
@@ -105,7 +113,7 @@ class ClientAddresses:
         found = _NO_HOP
         for hop in reversed([*forwarded.decode("latin-1").split(","), peer]):
             parsed = self._hop_of(hop.strip())
-            if parsed.address is None:
+            if not parsed.address:
                 break
             found = parsed
             if not parsed.trusted:
@@ -129,6 +137,19 @@ class ClientAddresses:
     def _parse_hop(self, text: str) -> _Hop:
         """An address, whether it is a trusted proxy's, and the client key it
         stands for (made once per address, with its parse)."""
+        try:
+            packed = socket.inet_pton(socket.AF_INET, text)
+        except OSError:
+            pass
+        else:
+            if socket.inet_ntop(socket.AF_INET, packed) == text:  # canonical: the key is the text
+                value = int.from_bytes(packed, "big")
+                trusted = False
+                for network, mask in self._trusted_v4:
+                    if (value & mask) == network:
+                        trusted = True
+                        break
+                return _Hop(True, trusted, text)
         address = _address(text)
         if address is None:
             return _NO_HOP
@@ -139,4 +160,4 @@ class ClientAddresses:
             key = str(address)
         else:  # IPv4 as the parsers take it: only in its canonical form
             key = text
-        return _Hop(address, trusted, key)
+        return _Hop(True, trusted, key)

@@ -19,7 +19,11 @@ class Compiled:
     def __init__(self, literals: list[str], slots: list[tuple[str, str]]) -> None:
         self._literals = literals
         self._slots = slots  # (name, text as written)
-        self._encoded = [literal.encode() for literal in literals]
+        # The encoded literals with a gap before each but the first: filling
+        # in is a copy, one slice assignment of the values and a join.
+        self._parts: list[bytes] = [literals[0].encode()]
+        for literal in literals[1:]:
+            self._parts += (b"", literal.encode())
 
     @classmethod
     def of(cls, template: Template) -> Compiled:
@@ -53,8 +57,7 @@ class Compiled:
         return Compiled(literals, slots)
 
     def fill(self, values: Mapping[str, str]) -> bytes:
-        parts = [self._encoded[0]]
-        for (name, written), literal in zip(self._slots, self._encoded[1:], strict=True):
-            parts.append(values.get(name, written).encode())
-            parts.append(literal)
+        get = values.get
+        parts = self._parts.copy()
+        parts[1::2] = [get(name, written).encode() for name, written in self._slots]
         return b"".join(parts)

@@ -11,6 +11,7 @@ fragments.
 
 from __future__ import annotations
 
+import html
 import io
 import math
 import re
@@ -74,6 +75,15 @@ class Language:
         # them; estimates are rounded to a few dozen texts).
         self.number: Callable[[int], str] = lru_cache(maxsize=4096)(self._number)
         self._counted: Callable[[str, str, int], str] = lru_cache(maxsize=4096)(self.plural)
+        # The waiting page's place and people ahead, HTML-escaped, for a
+        # newcomer's new numbers (the caches above miss every time in a
+        # storm of joins): a count in the usual pattern needs no escaping
+        # when its separator needs none, and the people ahead are the escaped
+        # plural form of the count (by the catalog's rule: the same text
+        # ngettext picks) with the count put in.
+        self._group_html = self._group if self._group == html.escape(self._group or "") else None
+        self._ahead_forms: dict[tuple[int, bool], str] = {}
+        self._nobody_html = html.escape(self.text(N_("nobody: you are next")))
 
     def text(self, message: str, **values: object) -> str:
         translated = self._translations.gettext(message)
@@ -111,6 +121,28 @@ class Language:
         if ahead == 0:
             return self.text(N_("nobody: you are next"))
         return self._counted(N_("{num} person"), N_("{num} people"), ahead)
+
+    def number_html(self, value: int) -> str:
+        """``html.escape(self.number(value))``."""
+        if self._group_html is not None and value >= 0:
+            return f"{value:,}".replace(",", self._group_html)
+        return html.escape(self.number(value))
+
+    def ahead_html(self, ahead: int) -> str:
+        """``html.escape(self.ahead_text(ahead))``."""
+        if ahead == 0:
+            return self._nobody_html
+        # ngettext's text depends on the count's plural form, and on whether
+        # it is 1 when the catalog lacks the message: the key of the form.
+        key = (self._translations.plural(ahead), ahead == 1)
+        form = self._ahead_forms.get(key)
+        if form is None:
+            message = self._translations.ngettext(N_("{num} person"), N_("{num} people"), ahead)
+            # Escaping leaves braces alone, and a count has nothing to escape
+            # but its separator: escaping the text after putting the count
+            # in is escaping both before.
+            form = self._ahead_forms[key] = html.escape(message)
+        return form.format(num=self.number_html(ahead))
 
     def __repr__(self) -> str:
         return f"Language({self.code!r})"

@@ -279,9 +279,9 @@ class Pages:
                 title, room, outcome, status, headers, poll, status_url, leave_url, as_json, language
             )
         lottery = outcome.method == "random"
-        ahead_text = language.text(LOTTERY_AHEAD) if lottery else language.ahead_text(outcome.rank)
         eta_text = language.eta_text(outcome.eta_ms)
         if as_json:
+            ahead_text = language.text(LOTTERY_AHEAD) if lottery else language.ahead_text(outcome.rank)
             # What _JSON.encode makes of the payload {"room": room, "state":
             # "waiting", "method", "ahead", "line", "eta_seconds",
             # "poll_after_seconds", "status_url", "stream_url", "language",
@@ -327,11 +327,13 @@ class Pages:
         )
         moment = self._for_moment(language, room_values, poll, outcome.now_ms // 1000)
         # Only the answer's own values are left: each escaped (a place and
-        # the people ahead are new for every newcomer; the cache is for the
-        # texts that repeat).
+        # the people ahead are new for every newcomer, made escaped by the
+        # language; the cache is for the texts that repeat).
         own = {
-            "position": _escape(language.number(outcome.line if lottery else outcome.rank + 1)),
-            "ahead_text": _escape(ahead_text),
+            "position": language.number_html(outcome.line if lottery else outcome.rank + 1),
+            "ahead_text": (
+                _escaped(language.text(LOTTERY_AHEAD)) if lottery else language.ahead_html(outcome.rank)
+            ),
             "eta_text": _escaped(eta_text),
         }
         return Page(status, headers, moment.fill(own))

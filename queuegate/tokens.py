@@ -16,9 +16,10 @@ the visitor is simply new.
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import hmac
-import secrets
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,13 +32,19 @@ from itsdangerous.encoding import base64_encode, int_to_bytes, want_bytes
 __all__ = ["Token", "Tokens", "new_visitor_id"]
 
 VERIFIED_CACHE = 100_000  # tokens remembered per process (about 20 MB at most)
+# HMAC's pads (RFC 2104), as byte translations of the key.
+_INNER_PAD = bytes(x ^ 0x36 for x in range(256))
+_OUTER_PAD = bytes(x ^ 0x5C for x in range(256))
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def new_visitor_id() -> str:
     """96 random bits, URL-safe, 16 characters: short to keep Redis small.
     Never starting with '-', so an operator can pass it to a command line."""
     while True:
-        visitor = secrets.token_urlsafe(12)
+        # secrets.token_urlsafe(12), without its Python layers (a newcomer's
+        # every request makes one).
+        visitor = binascii.b2a_base64(os.urandom(12), newline=False).translate(_URL_SAFE).decode()
         if not visitor.startswith("-"):
             return visitor
 
@@ -53,17 +60,25 @@ class Token:
 
 
 class _Signer(TimestampSigner):
-    """itsdangerous's TimestampSigner, signing with a quarter less work and
+    """itsdangerous's TimestampSigner, signing with a third of the work and
     the same result: it derives the key (a hash of salt and secret) and keys
     a new HMAC on every signature, and encodes the timestamp each time. Here
-    the newest key is derived and keyed once, an HMAC is a copy of that one,
-    and the timestamp is encoded once a second. Verifying is itsdangerous's
-    own (``tests/test_tokens.py`` checks each against the other)."""
+    the newest key is derived once, its HMAC's inner and outer hashes are
+    started once (RFC 2104: each signature copies them, four C calls where
+    ``hmac``'s copy and digest run its Python methods), and the timestamp is
+    encoded once a second. Verifying is itsdangerous's own
+    (``tests/test_tokens.py`` checks each against the other)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._derived: dict[str | bytes | None, bytes] = {}
-        self._keyed = hmac.new(self.derive_key(), digestmod=self.digest_method)
+        key = self.derive_key()
+        block = self.digest_method().block_size
+        if len(key) > block:
+            key = self.digest_method(key).digest()
+        key = key.ljust(block, b"\0")
+        self._inner = self.digest_method(key.translate(_INNER_PAD))
+        self._outer = self.digest_method(key.translate(_OUTER_PAD))
         self._stamp: tuple[int, bytes] = (-1, b"")  # a second, and its encoding after the separator
 
     def derive_key(self, secret_key: str | bytes | None = None) -> bytes:
@@ -79,9 +94,13 @@ class _Signer(TimestampSigner):
             stamp = self.sep + base64_encode(int_to_bytes(now))
             self._stamp = (now, stamp)  # one assignment: threads see a pair that goes together
         signed = want_bytes(value) + stamp
-        mac = self._keyed.copy()
-        mac.update(signed)
-        return signed + self.sep + base64_encode(mac.digest())
+        inner = self._inner.copy()
+        inner.update(signed)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        # itsdangerous's base64_encode, without its Python layers.
+        mac = binascii.b2a_base64(outer.digest(), newline=False).translate(_URL_SAFE).rstrip(b"=")
+        return signed + self.sep + mac
 
 
 class Tokens:

@@ -96,6 +96,22 @@ def test_numbers_read_as_babel_writes_them_in_every_language(value: int) -> None
         assert language.number(value) == format_decimal(value, locale=language.locale), code
 
 
+@given(counts=st.lists(st.integers(0, 10**12), min_size=1, max_size=30), codes=st.permutations(LANGUAGES))
+def test_the_waiting_pages_escaped_numbers_are_the_texts_escaped(counts: list[int], codes: list[str]) -> None:
+    """A newcomer's place and people ahead are made escaped (each language
+    keeps the escaped text of each plural form): the same as escaping the
+    texts, in every language, whatever count and language came before (a
+    form kept by the wrong key would give one language's or form's text
+    to another)."""
+    import html
+
+    for count in [*counts, 0, 1, 2, 3, 5, 11, 21, 22, 25, 101, 102, 111]:
+        for code in codes:
+            language = language_for(code)
+            assert language.ahead_html(count) == html.escape(language.ahead_text(count))
+            assert language.number_html(count) == html.escape(language.number(count))
+
+
 def test_arabic_has_its_six_plural_forms() -> None:
     arabic = language_for("ar")
     five, twenty_one, hundred = (arabic.number(n) for n in (5, 21, 100))

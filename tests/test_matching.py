@@ -209,6 +209,29 @@ def test_client_addresses_are_read_as_the_ipaddress_module_reads_them(text: str)
     assert ClientAddresses([])({"client": (text, 1), "headers": []}) == key or text != text.strip()
 
 
+@given(
+    address=st.ip_addresses(v=4),
+    network=st.one_of(
+        st.tuples(st.ip_addresses(v=4), st.integers(0, 32)),
+        st.tuples(st.ip_addresses(v=6), st.integers(0, 128)),
+    ),
+)
+def test_trusted_proxies_are_matched_as_the_ipaddress_module_matches_them(
+    address: object, network: tuple[object, int]
+) -> None:
+    """A hop in canonical IPv4 is checked against the trusted networks as
+    integers; it must be trusted exactly when ``ipaddress`` says it is in one."""
+    import ipaddress
+
+    from queuegate.clients import ClientAddresses
+
+    trusted = ipaddress.ip_network(f"{network[0]}/{network[1]}", strict=False)
+    gate = ClientAddresses([str(trusted), "192.0.2.0/24"])
+    expected = address in trusted or address in ipaddress.ip_network("192.0.2.0/24")
+    assert gate._hop_of(str(address)).trusted is expected
+    assert gate.peer({"client": (str(address), 1)}) == address
+
+
 async def test_ipv4_mapped_clients_are_their_ipv4_address(make_gate: MakeGate) -> None:
     gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1)], trusted_proxies=["10.0.0.0/8"])
 
