@@ -64,8 +64,16 @@ async def _ranks_agree(polls: Store, room: Room, oracle: Store | None = None) ->
     before = polls.fronts.hits
     line = await _truth(polls, room)
     for rank, visitor in enumerate(line):
-        expected = rank if oracle is None else await oracle.front_rank(room, visitor)
-        assert await polls.front_rank(room, visitor) == expected, (visitor, rank)
+        if oracle is None:
+            assert await polls.front_rank(room, visitor) == rank, (visitor, rank)
+            continue
+        # Asked just before and just after: a process's tick may settle the
+        # room in between (new settings unsettle it; a tick that moves
+        # nobody publishes nothing), and the answer is then either.
+        earlier = await oracle.front_rank(room, visitor)
+        got = await polls.front_rank(room, visitor)
+        later = await oracle.front_rank(room, visitor)
+        assert got in (earlier, later), (visitor, rank, earlier, got, later)
     assert await polls.front_rank(room, "nobody") is None
     return polls.fronts.hits - before
 
