@@ -220,10 +220,11 @@ class _Visit:
 
     async def _get(self, url: str) -> httpx.Response:
         """A GET, sent again once if a kept-alive connection turns out closed
-        (the server timed it out as the request went), as browsers do."""
+        (the server timed it out as the request went: it reads as a protocol
+        error or a failed read, by when the close came), as browsers do."""
         try:
             return await self.browser.get(url, headers=self.headers)
-        except httpx.RemoteProtocolError:
+        except (httpx.RemoteProtocolError, httpx.ReadError):
             return await self.browser.get(url, headers=self.headers)
 
     async def _page(self) -> httpx.Response:
