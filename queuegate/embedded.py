@@ -23,6 +23,8 @@ from pathlib import Path
 from types import TracebackType
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 __all__ = ["EmbeddedServer", "EmbeddedServerError", "server_binary"]
 
@@ -58,6 +60,10 @@ def server_binary(prefer: str = "wheel") -> str:
     return found
 
 
+class _PortTaken(Exception):
+    """The server found a port chosen for it taken when it came to bind it."""
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -75,7 +81,15 @@ class EmbeddedServer:
     """One server process. ``args`` are extra server options, e.g.
     ``["--appendonly", "yes"]``; ``config`` a configuration file read first
     (a sentinel's, with ``args=["--sentinel"]``); ``port`` is kept across
-    stop and start."""
+    stop and start. ``port_options`` name options that take a port of their
+    own, e.g. ``["--cluster-port"]``; each gets a free one, in ``ports``.
+
+    A free port is free when it is chosen, not when the server binds it:
+    another process (or an outgoing connection's ephemeral port) may take it
+    in between. A server that finds a port it was not given taken is
+    started again on new ones, up to ``START_TRIES`` times."""
+
+    START_TRIES = 5
 
     def __init__(
         self,
@@ -83,17 +97,21 @@ class EmbeddedServer:
         *,
         port: int | None = None,
         args: Sequence[str] = (),
+        port_options: Sequence[str] = (),
         data_dir: str | None = None,
         config: str | None = None,
     ) -> None:
         self.binary = binary or server_binary()
         self.config = config
+        self._port_given = port is not None
         self.port = port or free_port()
+        self.ports = {option: free_port() for option in port_options}
         self.args = list(args)
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="queuegate-server-")
         self.process: subprocess.Popen[bytes] | None = None
         self._log_path = Path(self.data_dir) / "server.log"
+        self._log_start = 0
 
     @property
     def url(self) -> str:
@@ -102,6 +120,21 @@ class EmbeddedServer:
     def start(self, timeout: float = 10.0) -> EmbeddedServer:
         if self.process is not None and self.process.poll() is None:
             return self
+        for attempt in range(self.START_TRIES):
+            try:
+                self._start_once(timeout)
+                return self
+            except _PortTaken:
+                if attempt == self.START_TRIES - 1:
+                    raise EmbeddedServerError(
+                        f"{self.binary} found its ports taken {self.START_TRIES} times:\n{self._log_tail()}"
+                    ) from None
+                if not self._port_given:
+                    self.port = free_port()
+                self.ports = {option: free_port() for option in self.ports}
+        return self
+
+    def _start_once(self, timeout: float) -> None:
         command = [
             self.binary,
             *([self.config] if self.config else []),
@@ -118,7 +151,9 @@ class EmbeddedServer:
             "--daemonize",
             "no",
             *self.args,
+            *(item for option, port in self.ports.items() for item in (option, str(port))),
         ]
+        self._log_start = self._log_path.stat().st_size if self._log_path.exists() else 0
         with open(self._log_path, "ab") as log:
             self.process = subprocess.Popen(
                 command,
@@ -129,10 +164,18 @@ class EmbeddedServer:
             )
         atexit.register(self.stop)
         self._wait_ready(timeout)
-        return self
+
+    def _log_tail(self) -> str:
+        with open(self._log_path, "rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode(errors="replace")[-2000:]
 
     def _wait_ready(self, timeout: float) -> None:
-        client = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+        # One try a ping: redis-py's own retries would hold a ping at a port
+        # another process took for 10 s.
+        client = redis.Redis(
+            port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
+        )
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
@@ -144,13 +187,16 @@ class EmbeddedServer:
                         return
                 except redis.exceptions.BusyLoadingError:
                     pass
-                except redis.exceptions.ConnectionError:
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                    # Not up yet, or (a port taken) another process's.
                     pass
                 time.sleep(0.02)
         finally:
             client.close()
-        log = self._log_path.read_text(errors="replace")[-2000:]
+        log = self._log_tail()
         self.stop()
+        if "Address already in use" in log and (not self._port_given or self.ports):
+            raise _PortTaken
         raise EmbeddedServerError(f"{self.binary} did not start on port {self.port}:\n{log}")
 
     def kill(self) -> None:

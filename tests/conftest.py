@@ -51,21 +51,21 @@ def anyio_backend() -> str:
 def start_cluster(stack: ExitStack) -> list[EmbeddedServer]:
     """Six nodes: 3 masters sharing the 16384 slots, a replica for each. Each
     node's cluster bus gets a free port of its own (by default it would be
-    the port + 10000, which may be taken or out of range)."""
+    the port + 10000, which may be taken or out of range), chosen again if
+    it is taken by the time the node binds it."""
     options = ["--cluster-enabled", "yes", "--cluster-node-timeout", "1000", "--cluster-config-file"]
     options += ["nodes.conf", "--repl-diskless-sync-delay", "0"]
     binary = server_binary("path")
-    buses = [free_port() for _ in range(6)]
     nodes = [
-        stack.enter_context(EmbeddedServer(binary, args=[*options, "--cluster-port", str(bus)]))
-        for bus in buses
+        stack.enter_context(EmbeddedServer(binary, args=options, port_options=["--cluster-port"]))
+        for _ in range(6)
     ]
     clients = [stack.enter_context(redis.Redis(port=node.port, decode_responses=True)) for node in nodes]
     ranges = [(0, 5460), (5461, 10922), (10923, 16383)]
     for client, (first, last) in zip(clients, ranges, strict=False):
         client.execute_command("CLUSTER ADDSLOTS", *range(first, last + 1))
     for client in clients[1:]:
-        client.execute_command("CLUSTER MEET", "127.0.0.1", nodes[0].port, buses[0])
+        client.execute_command("CLUSTER MEET", "127.0.0.1", nodes[0].port, nodes[0].ports["--cluster-port"])
     _until(lambda: all(len(c.execute_command("CLUSTER NODES")) == 6 for c in clients))
     for replica, master in zip(clients[3:], clients[:3], strict=True):
         replica.execute_command("CLUSTER REPLICATE", master.execute_command("CLUSTER MYID"))
