@@ -105,10 +105,12 @@ async def looks(
     the_room: Room,
     seconds: int,
     load: Callable[[int, int], tuple[int, int, float]],
+    visits: Callable[[int, int], list[float]] | None = None,
 ) -> tuple[list[int], list[str]]:
     """Simulated seconds: each second the room's rate and last decision,
     then the report ``load(second, rate)`` makes: (responses, errors among
-    them, their time in ms), as many requests started as responses."""
+    them, their time in ms), as many requests started as responses, and
+    the visits' figures by age ``visits(second, rate)`` if given."""
     rates, reasons = [], []
     for second in range(seconds):
         now = T0 + second * 1000
@@ -116,8 +118,17 @@ async def looks(
         rates.append(stats["rate"])
         reasons.append(stats["health_reason"])
         count, errors, ms = load(second, rates[-1])
+        by_age = visits(second, rates[-1]) if visits is not None else None
         await store.report(
-            the_room, count, errors, buckets(count, ms), buckets(count, ms / 2), None, count, now=now
+            the_room,
+            count,
+            errors,
+            buckets(count, ms),
+            buckets(count, ms / 2),
+            None,
+            count,
+            visits=by_age,
+            now=now,
         )
     return rates, reasons
 
@@ -743,15 +754,9 @@ async def test_a_target_out_of_reach_stays_named_until_a_visit_within_it(store: 
     fast again)."""
     the_room = room(rate=5, target=Health(p95_ms=300, floor=1, settle=5))
     await fill_line(store, the_room)
-    reasons = []
-    for second in range(60):
-        now = T0 + second * 1000
-        stats = await store.stats(the_room, now=now)
-        reasons.append(stats["health_reason"])
-        count = 3 * stats["rate"]
-        ms = 100.0 if 45 <= second < 48 else 600.0
-        fast = buckets(count, ms / 2)
-        await store.report(the_room, count, 0, buckets(count, ms), fast, None, count, now=now)
+    _, reasons = await looks(
+        store, the_room, 60, lambda second, rate: (3 * rate, 0, 100.0 if 45 <= second < 48 else 600.0)
+    )
     named = next(i for i, why in enumerate(reasons) if why.startswith("target out of reach"))
     assert named < 40, reasons
     assert all(why.startswith("target out of reach") for why in reasons[named:]), reasons[named:]
@@ -766,19 +771,18 @@ async def test_a_target_out_of_reach_is_named_beside_the_apps_background(store: 
 
     the_room = room(rate=5, target=Health(p95_ms=300, floor=1, settle=5))
     await fill_line(store, the_room)
-    reasons = []
-    for second in range(40):
-        now = T0 + second * 1000
-        stats = await store.stats(the_room, now=now)
-        reasons.append(stats["health_reason"])
-        own, background = 3 * stats["rate"], 30
-        visits = [0.0] * (3 * (UNKNOWN_VISIT + 1))
-        visits[0:3] = [own, own, own * 600.0]
-        visits[3 * UNKNOWN_VISIT : 3 * UNKNOWN_VISIT + 3] = [background, background, background * 600.0]
-        count = own + background
-        await store.report(
-            the_room, count, 0, buckets(count, 600), buckets(count, 300), None, count, visits=visits, now=now
-        )
+    background = 30
+
+    def visits(second: int, rate: int) -> list[float]:
+        by_age = [0.0] * (3 * (UNKNOWN_VISIT + 1))
+        by_age[0:3] = [3 * rate, 3 * rate, 3 * rate * 600.0]
+        by_age[3 * UNKNOWN_VISIT : 3 * UNKNOWN_VISIT + 3] = [background, background, background * 600.0]
+        return by_age
+
+    def load(second: int, rate: int) -> tuple[int, int, float]:
+        return 3 * rate + background, 0, 600.0
+
+    _, reasons = await looks(store, the_room, 40, load, visits)
     assert any(why.startswith("target out of reach") for why in reasons[:31]), reasons
 
 
