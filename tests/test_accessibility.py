@@ -122,3 +122,29 @@ def test_no_motion_for_those_who_ask_for_less(redis_url: str, browser: Browser) 
         animations = page.evaluate("document.getAnimations().length")
         assert (animations > 0) == moving, motion
         context.close()
+
+
+def test_the_last_update_is_told_in_the_pages_language_on_the_visitors_clock(
+    redis_url: str, browser: Browser
+) -> None:
+    # Before: the script wrote the time in the browser's own language, so an
+    # Arabic page in an English browser said "10:41:07 PM".
+    pages = gate_pages(redis_url, "ar")
+    context = browser.new_context(locale="en-US", timezone_id="Asia/Tokyo", bypass_csp=True)
+    for name in ("waiting", "prequeue"):
+        page = context.new_page()
+        page.set_content(pages[name])
+        told = page.evaluate(
+            """() => {
+              const at = document.getElementById("qg-updated");
+              const when = new Date(at.getAttribute("datetime"));
+              return [at.textContent, when.toLocaleTimeString("ar", {timeZone: "Asia/Tokyo"}),
+                      Date.now() - when.getTime()];
+            }"""
+        )
+        text, expected, age_ms = told
+        assert text == expected, name
+        assert not any(mark in text for mark in ("AM", "PM", "UTC")), (name, text)
+        assert 0 <= age_ms < 60_000, name
+        page.close()
+    context.close()
