@@ -22,7 +22,6 @@ from functools import lru_cache
 from typing import Any
 
 from .admissions import LocalAdmissions
-from .analytics import summarise
 from .calls import FAILURES, RoomRef, ScriptCalls, StoreError, UnknownRoom
 from .challenges import Proof
 from .connections import Client, connect, redacted
@@ -32,7 +31,7 @@ from .invalidations import Invalidations
 from .joins import Joins
 from .outcomes import Outcome, decode, decode_joins, text
 from .pipeline import pack
-from .scripts import constant
+from .readings import Readings
 from .settings import ConfigError, Room, check_room_setting
 from .ticker import Tick, Ticker
 
@@ -58,10 +57,6 @@ FAR_MAX_AGE_MS = 500  # how long a process answers far-back polls from one view
 SETTLED_MARGIN_MS = 10
 
 
-# The entries a room's activity log keeps (written in activity.lua).
-ACTIVITY_KEEP = int(constant("activity.lua", "ACTIVITY_KEEP"))
-
-
 def operator_name(source: str) -> str:
     """Who changes rooms from this process, for their activity log:
     ``source`` with the system user and host, ``console (ada@ops-1)``."""
@@ -72,7 +67,7 @@ def operator_name(source: str) -> str:
     return f"{source} ({user}@{socket.gethostname()})"
 
 
-class Store:
+class Store(Readings):
     """The rooms' state in one Redis (or cluster) under ``prefix``.
 
     Each operation is a call to a room script (see ``queuegate.calls``:
@@ -83,6 +78,8 @@ class Store:
     ``leave`` with ``who=``) are logged in the room's activity log by the
     call that makes them (activity.lua), under ``who`` or, by default,
     ``actor``: the console, the back office and the app's own code alike.
+    Operators' reads that move nothing (the activity log, the seed, the
+    first visitors, analytics, room names) are ``queuegate.readings``'s.
     """
 
     def __init__(
@@ -468,76 +465,10 @@ class Store:
         nothing in the line (revealing the seed, say)."""
         await self._call("note", room, None, who or self.actor, action, json.dumps(details, default=str))
 
-    async def activity(self, room: str, count: int = 50) -> list[dict[str, Any]]:
-        """The room's activity log, newest first: who changed what, and when
-        (``at``, Redis time in ms), whatever they changed it from."""
-        raw = await self.guard(self.client.lrange(self._base(room) + "activity", 0, count - 1))
-        return [{**json.loads(item), "room": room} for item in raw]
-
-    async def seed(self, room: RoomRef) -> str | None:
-        """The room's secret seed, to publish after the draw so anyone can check it."""
-        name = room if isinstance(room, str) else room.name
-        value = await self.guard(self.client.hget(self.keys(name)[4], "seed"))
-        return None if value is None else text(value)
-
-    async def visitors(self, room: RoomRef, count: int = 10) -> dict[str, list[tuple[str, int]]]:
-        """The first ``count`` waiting (id, arrival number) and active (id,
-        expiry ms) visitors, for operators. Reads only; moves nothing."""
-        name = room if isinstance(room, str) else room.name
-        keys = self.keys(name)
-        waiting = await self.guard(self.client.zrange(keys[1], 0, count - 1, withscores=True))
-        active = await self.guard(self.client.zrange(keys[3], 0, count - 1, withscores=True))
-        return {
-            "waiting": [(text(m), int(score)) for m, score in waiting],
-            "active": [(text(m), int(score)) for m, score in active],
-        }
-
-    async def analytics(self, room: RoomRef, minutes: int = 1440) -> dict[str, Any]:
-        """Waits of those admitted and of those who gave up, the estimate's
-        accuracy, and the last ``minutes`` one-minute points (the current,
-        partial minute last); see ``queuegate.analytics``. Reads only."""
-        name = room if isinstance(room, str) else room.name
-        base = self._base(name)
-        waits = await self.guard(self.client.hgetall(base + "waits"))
-        closed = minutes - 1
-        rows = await self.guard(self.client.lrange(base + "minutes", -closed, -1)) if closed > 0 else []
-        fields = ("an_start", "an_j", "an_a", "an_g", "an_ws", "an_wn", "an_eta")
-        current = await self.guard(self.client.hmget(self.keys(name)[4], fields))
-        this_minute = None
-        if current[0] is not None:
-            this_minute = ",".join(
-                text(value) if value is not None else ("-1" if field == "an_eta" else "0")
-                for field, value in zip(fields, current, strict=True)
-            )
-        return summarise(
-            {text(k): int(v) for k, v in waits.items()},
-            [text(row) for row in rows],
-            this_minute,
-        )
-
-    async def room_names(self) -> list[str]:
-        """Every room with state in Redis under this prefix (template rooms too)."""
-        names = set()
-        pattern = f"{self.prefix}:{{*}}:state"
-        try:
-            async for key in self.client.scan_iter(match=pattern, count=1000):
-                name = text(key)
-                names.add(name[len(self.prefix) + 2 : -len("}:state")])
-        except FAILURES as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
-        return sorted(names)
-
     async def warm(self) -> None:
         """Connect and load the scripts ahead of the first request (see
         ``ScriptCalls.warm``); raises StoreError if Redis does not answer."""
         await self.calls.warm()
-
-    async def guard(self, call: Any) -> Any:
-        """Await a plain redis-py call; its failures become StoreError."""
-        try:
-            return await call
-        except FAILURES as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
         await self.joins.aclose()

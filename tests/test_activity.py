@@ -14,7 +14,8 @@ import pytest
 import redis
 
 from queuegate import ConfigError, Health, Room, Store
-from queuegate.store import ACTIVITY_KEEP, connect
+from queuegate.readings import ACTIVITY_KEEP
+from queuegate.store import connect
 
 from .test_admin import SECRET, mounted, signed_in
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..store import ACTIVITY_KEEP, Store
+from ..readings import ACTIVITY_KEEP
+from ..store import Store
 
 KEEP = ACTIVITY_KEEP
 
