@@ -2,7 +2,9 @@
 time: the plants of ``benchmarks.plants`` (a pool past its knee, latency
 rising smoothly, a heavy tail at any load, fast 503s, a heavy request tens
 of seconds after admission with and without the light pages measured,
-load the gate does not see, slow drift, a target out of reach), each with
+load the gate does not see, slow drift, a target out of reach, a queue
+held 10-30 s then 504s, an outage fast or silent, an autoscaled pool,
+cold caches at the start), each with
 its parameters drawn per seed, against the controller itself
 (``queuegate/scripts/health.lua``) run in a real Redis on simulated clocks.
 
@@ -10,13 +12,14 @@ its parameters drawn per seed, against the controller itself
         [--family NAME ...] [--trace FAMILY:SEED] [--json] [--oracles FILE]
 
 Each family runs in three phases of capacity (for most: as drawn, then
-30-50 % of it, then 130-180 %). Each phase's oracle is the best fixed rate
-for that phase alone in the same plant and seed: a sweep of fixed rates,
-each run long enough for its visits to reach a steady state, the highest
-goodput (purchases: visits whose every request succeeded within 3 s)
-among those that meet the room's targets: the p95 over the target, and the
-error share over its maximum, each at most 10 % of the seconds (where no
-rate meets them, the best goodput). Printed per family
+30-50 % of it, then 130-180 %; an outage comes in the second phase).
+Each phase's oracle is the best fixed rate for that phase alone in the
+same plant and seed: a sweep of fixed rates, each run long enough for
+its visits to reach a steady state, the highest goodput (purchases:
+visits whose every request succeeded within 3 s) among those that meet
+the room's targets: the p95 over the target, and the error share over its
+maximum, each at most 10 % of the seconds (where no rate meets them, the
+best goodput). Printed per family
 and phase, over the seeds: goodput against the oracle (mean and worst
 seed), the share of seconds whose p95 is over the target, the share whose
 error rate is over its maximum, the highest rate against the oracle's
@@ -177,18 +180,20 @@ def oracle(family: str, seed: int, phase: int, phase_seconds: int) -> dict[str, 
         rates = {min(rate, round(ceiling)) for rate in rates}
     for rate in sorted(rates):
         # The whole run at this phase's capacity: phases of `warm + phase_seconds`.
-        run = _steady(family, seed, phase, rate, warm + phase_seconds, phase * phase_seconds - warm)
+        run = _steady(family, seed, phase, rate, warm + phase_seconds, phase * phase_seconds - warm, plant)
         figures = phase_figures(run, warm, warm + phase_seconds)
         tried.append({"rate": rate, **figures})
     fine = [t for t in tried if t["over_target"] <= 0.10 and t["over_errors"] <= 0.10] or tried
     return max(fine, key=lambda t: t["goodput"])
 
 
-def _steady(family: str, seed: int, phase: int, rate: int, seconds: int, offset: int) -> Run:
+def _steady(family: str, seed: int, phase: int, rate: int, seconds: int, offset: int, like: Plant) -> Run:
     """``rate`` for ``seconds`` at ``phase``'s capacity, its background
-    load as in the phase (second 0 here is ``offset`` there)."""
+    load, outages and cold caches as in the phase of ``like`` (second 0
+    here is ``offset`` there)."""
     plant, target, _ = make_plant(family, seed, seconds)
     plant.phases = [plant.phases[phase]]
+    plant.down, plant.down_hang_s, plant.clock = like.down, like.down_hang_s, offset
     background = plant.background
     if background is not None:
         plant.background = lambda second: background(second + offset)

@@ -4,10 +4,12 @@ over, each with its parameters drawn at random per seed.
 
 A plant is servers (a pool of places with a queue that times out, a
 server whose latency does not depend on load, a server that sheds load
-with fast 503s) and a visit: the requests an admitted visitor makes, each
+with fast 503s, a pool that autoscales, one slow while its caches are
+cold) and a visit: the requests an admitted visitor makes, each
 at a delay after admission or after the one before, on one of the
 servers, measured by the gate or not (pages outside the room). Its
-capacity changes in phases. Everything runs on a simulated clock, one
+capacity changes in phases, and it may be down for a while (every request
+failing fast, or held until a proxy's timeout). Everything runs on a simulated clock, one
 second at a time.
 """
 
@@ -74,12 +76,16 @@ class Server:
 
 class Pool(Server):
     """``slots`` places, first come first served; a request that waits
-    POOL_TIMEOUT_S for one fails."""
+    ``timeout`` s for one fails (at that moment: a 503, or a proxy's 504
+    after holding it)."""
 
-    def __init__(self, slots: float, work: Callable[[random.Random], float]) -> None:
+    def __init__(
+        self, slots: float, work: Callable[[random.Random], float], timeout: float = POOL_TIMEOUT_S
+    ) -> None:
         super().__init__(work)
         self.base = slots
         self.slots = max(1, round(slots))
+        self.timeout = timeout
         self.queue: deque[_Event] = deque()
 
     def resize(self, share: float) -> None:
@@ -105,7 +111,7 @@ class Pool(Server):
             plant.at(now + self.took(plant) / 1000, "end", waiting.visitor, waiting.step, waiting.began, self)
 
     def expire(self, plant: Plant, now: float) -> None:
-        while self.queue and now - self.queue[0].began >= POOL_TIMEOUT_S:
+        while self.queue and now - self.queue[0].began >= self.timeout:
             late = self.queue.popleft()
             plant.respond(late.visitor, late.step, late.began, now, failed=True)
 
@@ -175,6 +181,16 @@ class Plant:
         # The capacity's share each second, when it drifts instead of
         # changing by phases.
         self.share: Callable[[int], float] | None = None
+        # Outages: (from, to) in s of the run; a request started within one
+        # fails, in SHED_MS, or after ``down_hang_s`` (nothing answers: a
+        # proxy holds it until its timeout, then a 504).
+        self.down: list[tuple[float, float]] = []
+        self.down_hang_s = 0.0
+        # Added to the run's time where the plant keeps a schedule (its
+        # outages, its cold caches): a run that stands for a later part of
+        # another (an oracle's phase after its warm-up).
+        self.clock = 0.0
+        self.now = 0.0  # the time of the event being handled
         self._report = Report()
         self._lost: set[int] = set()
 
@@ -246,6 +262,7 @@ class Plant:
             event = heapq.heappop(self.events)
             for server in self.servers.values():
                 server.expire(self, event.at)
+            self.now = event.at
             if event.kind == "start":
                 name = self.background_server if event.visitor < 0 else self.visit[event.step].server
                 self.flying[(event.visitor, event.step)] = event.at
@@ -253,6 +270,10 @@ class Plant:
                     self._report.started += 1
                     self._report.visits[3 * self._age_bucket(event.visitor, event.at)] += 1
                 event.began = event.at
+                if self.is_down(event.at):
+                    fails = event.at + (self.down_hang_s or SHED_MS / 1000)
+                    self.at(fails, "end", event.visitor, event.step, event.at, None, failed=True)
+                    continue
                 self.servers[name].submit(self, event, event.at)
                 continue
             if event.server is not None:
@@ -266,6 +287,9 @@ class Plant:
         return self._report
 
     phase_seconds: int = 60
+
+    def is_down(self, at: float) -> bool:
+        return any(start <= at + self.clock < end for start, end in self.down)
 
 
 def _poisson(rng: random.Random, mean: float) -> int:
@@ -329,6 +353,60 @@ class Processor(Pool):
 
     def took(self, plant: Plant) -> float:
         stretch = 1 + (self.FULL - 1) * (self.busy / self.slots) ** 2
+        return self.work(plant.rng) * stretch
+
+
+class Autoscaled(Pool):
+    """A pool that an autoscaler grows by its first size (instances
+    added) once its utilisation (places busy or asked for, sampled each
+    second) has averaged HOT or more over the last ``react`` seconds, up to
+    ``most`` times that size, and shrinks by one step after ``quiet``
+    seconds in a row under COLD (as a scale-down's stabilisation window).
+    A room that never pushes it never gets the capacity."""
+
+    HOT = 0.7
+    COLD = 0.3
+
+    def __init__(
+        self, slots: float, work: Callable[[random.Random], float], most: int, react: int, quiet: int
+    ) -> None:
+        super().__init__(slots, work)
+        self.most, self.react, self.quiet = most, react, quiet
+        self.level = 1
+        self.used: deque[float] = deque(maxlen=react)
+        self.cold = 0
+
+    def resize(self, share: float) -> None:
+        # Called once a second: the autoscaler's look.
+        used = (self.busy + len(self.queue)) / self.slots
+        self.used.append(min(1.0, used))
+        self.cold = self.cold + 1 if used < self.COLD else 0
+        if (
+            len(self.used) == self.react
+            and sum(self.used) >= self.HOT * self.react
+            and self.level < self.most
+        ):
+            self.level += 1
+            self.used.clear()  # the new instances' use is measured afresh
+        elif self.cold >= self.quiet and self.level > 1:
+            self.level -= 1
+            self.cold = 0
+        self.slots = max(1, round(self.base * share * self.level))
+
+
+class Cold(Pool):
+    """A pool whose requests cost ``factor`` x their work at the run's
+    start (cold caches), falling linearly to their work by ``warm_s``."""
+
+    def __init__(
+        self, slots: float, work: Callable[[random.Random], float], factor: float, warm_s: float
+    ) -> None:
+        super().__init__(slots, work)
+        self.factor, self.warm_s = factor, warm_s
+
+    def took(self, plant: Plant) -> float:
+        age = max(0.0, plant.now + plant.clock)
+        stretch = 1 + (self.factor - 1) * max(0.0, 1 - age / self.warm_s)
         return self.work(plant.rng) * stretch
 
 
@@ -420,6 +498,52 @@ def _unreachable(
     )
 
 
+def _hang(rng: random.Random) -> Built:
+    # A pool whose queue is held by a proxy until its timeout: past its
+    # capacity, requests wait 10-30 s and then fail (504). The gate sees
+    # them as in flight until then.
+    work = rng.uniform(100, 300)
+    slots = rng.uniform(6, 14)
+    timeout = rng.uniform(10, 30)
+    return (
+        {"app": Pool(slots, _uniform(0.8 * work, 1.2 * work), timeout)},
+        _shop(rng),
+        _phases(rng),
+        600.0,
+        {},
+    )
+
+
+def _outage(hang: bool) -> Callable[..., Built]:
+    def build(rng: random.Random) -> Built:
+        servers, visit, _, target, _ = _pool(rng)
+        # Down once in the second phase, 10-40 s from a fifth to two fifths
+        # into it, then back at full capacity (the third phase shows
+        # whether the rate came back).
+        start = rng.uniform(0.2, 0.4)
+        length = rng.uniform(10, 40)
+        hang_s = rng.uniform(10, 30) if hang else 0.0
+        return servers, visit, [1.0, 1.0, 1.0], target, {"down": (1, start, length), "hang": hang_s}
+
+    return build
+
+
+def _autoscale(rng: random.Random) -> Built:
+    work = rng.uniform(100, 300)
+    slots = rng.uniform(4, 8)
+    server = Autoscaled(
+        slots, _uniform(0.8 * work, 1.2 * work), rng.randint(2, 3), rng.randint(20, 40), rng.randint(60, 120)
+    )
+    return {"app": server}, _shop(rng), [1.0, 1.0, 1.0], 600.0, {}
+
+
+def _cold_start(rng: random.Random) -> Built:
+    work = rng.uniform(100, 300)
+    slots = rng.uniform(6, 14)
+    server = Cold(slots, _uniform(0.8 * work, 1.2 * work), rng.uniform(2, 4), rng.uniform(30, 60))
+    return {"app": server}, _shop(rng), [1.0, 1.0, 1.0], 600.0, {}
+
+
 FAMILIES = {
     family.name: family
     for family in (
@@ -432,6 +556,17 @@ FAMILIES = {
         Family("background", "a pool that also serves load the gate does not see", _unseen),
         Family("drift", "capacity drifting slowly down and back", _drift),
         Family("unreachable", "slow at any load: the target is out of reach", _unreachable),
+        Family("hang", "a pool whose queue a proxy holds 10-30 s, then 504s", _hang),
+        Family("outage", "a pool down 10-40 s (fast 502s), then back at full capacity", _outage(False)),
+        Family(
+            "outage_silent", "the same, nothing answering: each request held 10-30 s, then 504", _outage(True)
+        ),
+        Family(
+            "autoscale",
+            "a pool grown 2-3x after 20-40 s of high use, shrunk after a quiet minute or two",
+            _autoscale,
+        ),
+        Family("cold_start", "a pool 2-4x slower for its first 30-60 s (cold caches)", _cold_start),
     )
 }
 
@@ -458,6 +593,12 @@ def make_plant(family: str, seed: int, phase_seconds: int) -> tuple[Plant, float
             return 1.0 - (1.0 - phases[1]) * math.sin(math.pi * min(second, total) / total)
 
         plant.share = share
+    down = extra.get("down")
+    if isinstance(down, tuple):
+        phase, start, length = down
+        begins = (phase + start) * phase_seconds
+        plant.down = [(begins, begins + length)]
+        plant.down_hang_s = float(extra.get("hang", 0.0))  # type: ignore[arg-type]
     return plant, target, extra
 
 
@@ -474,5 +615,7 @@ def capacity_rate(plant: Plant, share: float) -> float:
         if isinstance(server, Processor):
             work *= Processor.FULL  # at its most, every place is busy
         places = (server.base if isinstance(server, (Pool, Shedding)) else 1000) * share
+        if isinstance(server, Autoscaled):
+            places *= server.most  # at its largest
         most = min(most, places * 1000 / work / requests)
     return most

@@ -169,6 +169,10 @@ async def test_no_runaway_and_no_raise_without_headroom(redis_url: str, family: 
     """Whatever the plant: the rate never goes past twice what the plant can
     serve (the heavy request tens of seconds after admission included), and
     the controller raises only at a look that found the app within target."""
+    await no_runaway_and_no_raise_without_headroom(redis_url, family, seed)
+
+
+async def no_runaway_and_no_raise_without_headroom(redis_url: str, family: str, seed: int) -> None:
     run = await simulate(redis_url, family, seed, SHORT_PHASE)
     assert max(run.rates) <= 2 * most_rate(run.plant) + 1, (family, seed, max(run.rates))
     for second in range(1, len(run.rates)):
@@ -176,6 +180,25 @@ async def test_no_runaway_and_no_raise_without_headroom(redis_url: str, family: 
         p95, reason = run.reasons[second].split(" ", 1)
         if run.rates[second] > run.rates[second - 1] and not reason.startswith("target out of reach"):
             assert float(p95) <= run.target_ms, (second, run.rates[second - 1 : second + 1], reason)
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    family=st.sampled_from(["hang", "outage", "outage_silent", "autoscale", "cold_start"]),
+    seed=st.integers(0, 10**6),
+)
+async def test_no_runaway_on_hangs_outages_autoscaling_and_cold_starts(
+    redis_url: str, family: str, seed: int
+) -> None:
+    """The same rules on the shapes added later: a queue held until a
+    proxy's timeout, an outage, capacity that an autoscaler adds, cold
+    caches at the start."""
+    await no_runaway_and_no_raise_without_headroom(redis_url, family, seed)
 
 
 @settings(
@@ -276,6 +299,28 @@ async def test_a_target_out_of_reach_is_named_and_the_line_still_moves(redis_url
     )
     assert named <= 30, run.reasons[:40]
     assert min(run.rates[named + 2 :]) >= 5  # START_RATE: the room's rate from code
+
+
+@pytest.mark.parametrize(
+    ("family", "seed"), [("outage", 1), ("outage", 3), ("outage_silent", 1), ("outage_silent", 3)]
+)
+async def test_an_outage_is_not_taken_for_the_apps_size(redis_url: str, family: str, seed: int) -> None:
+    """The app down for 10-40 s, every request failing fast or none
+    answered until a proxy's timeout, then back at full capacity: down, not
+    overloaded. The line moves at the floor meanwhile, the target is not
+    named out of reach (requests held in flight are no p95 at minimal
+    load), and once the app answers again the room is back at about its
+    rate before the outage within a few seconds, not probing up from the
+    floor a minute later."""
+    run = await simulate(redis_url, family, seed, 120)
+    start, end = run.plant.down[0]
+    before = run.rates[int(start) - 1]
+    answered = int(end + run.plant.down_hang_s)  # the last request held in it has failed
+    assert min(run.rates[int(start) : answered]) >= 1
+    assert not any("out of reach" in reason for reason in run.reasons), run.reasons[int(start) : answered]
+    back = run.rates[answered : answered + 10]
+    assert max(back) >= 0.8 * before, (before, back)
+    assert max(back) <= before + 1, (before, back)  # no more than the evidence before it
 
 
 async def test_the_visitors_inside_hold_the_rate_down_until_their_load_has_come(redis_url: str) -> None:

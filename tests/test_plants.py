@@ -11,7 +11,17 @@ import pytest
 
 from benchmarks.adaptive import p95_per_second
 from benchmarks.families import oracle, phase_figures, simulate, unavoidable_over
-from benchmarks.plants import POOL_TIMEOUT_S, SHED_MS, Plant, Processor, capacity_rate, make_plant
+from benchmarks.plants import (
+    POOL_TIMEOUT_S,
+    SHED_MS,
+    Autoscaled,
+    Cold,
+    Plant,
+    Pool,
+    Processor,
+    capacity_rate,
+    make_plant,
+)
 
 SECONDS = 60
 
@@ -90,6 +100,102 @@ def test_a_target_out_of_reach_is_out_of_reach_at_the_lowest_rate() -> None:
         plant.admit(second, 1)
         plant.second(second)
     assert min(p95_per_second(plant.served, 10, SECONDS, empty=None)) > target
+
+
+def test_a_hung_request_is_seen_in_flight_then_counted_at_its_timeout_as_an_error() -> None:
+    """Past its capacity the queue is held until the proxy's timeout (10-30
+    s), then each request fails with a 504 at that moment: slow errors. Until
+    then the gate sees it only in flight, by its age so far."""
+    plant, _, _ = make_plant("hang", 0, SECONDS)
+    app = plant.servers["app"]
+    assert isinstance(app, Pool)
+    assert 10 <= app.timeout <= 30
+    # (Visitors whose request took over 3 s make no more: a visit's first
+    # requests alone at twice its capacity.)
+    rate = round(capacity_rate(plant, 1.0) * 6)
+    plant.phases = [1.0]
+    old_in_flight = 0
+    for second in range(2 * SECONDS):
+        plant.admit(second, rate)
+        report = plant.second(second)
+        if not any(bad for _, bad in plant.outcomes):  # no error answered yet
+            old_in_flight = max(old_in_flight, sum(report.in_flight[-5:]))  # older than 3 s
+    failed = [(at, ms) for (at, ms), (_, bad) in zip(plant.served, plant.outcomes, strict=True) if bad]
+    assert failed
+    assert min(ms for _, ms in failed) == pytest.approx(app.timeout * 1000)
+    assert min(at for at, _ in failed) >= app.timeout
+    assert old_in_flight > 0  # the pile-up showed in flight before its first error
+
+
+@pytest.mark.parametrize("family", ["outage", "outage_silent"])
+def test_an_outage_fails_every_request_then_the_app_is_back_at_full_capacity(family: str) -> None:
+    plant, _, _ = make_plant(family, 1, SECONDS)
+    (start, end) = plant.down[0]
+    assert SECONDS <= start < end <= 2 * SECONDS
+    assert 10 <= end - start <= 40
+    rate = max(1, round(capacity_rate(plant, 1.0) * 0.6))
+    for second in range(3 * SECONDS):
+        plant.admit(second, rate)
+        plant.second(second)
+    pairs = list(zip(plant.served, plant.outcomes, strict=True))
+    # Every request started in the outage fails: at once, or held until the
+    # proxy's timeout (nothing answers).
+    held = plant.down_hang_s
+    if family == "outage":
+        assert held == 0
+    else:
+        assert 10 <= held <= 30
+    took = SHED_MS if held == 0 else held * 1000
+    began = [(at - ms / 1000, ms, bad) for (at, ms), (_, bad) in pairs]
+    inside = [(ms, bad) for at, ms, bad in began if start + 0.01 < at < end - 0.01]
+    assert inside
+    assert all(bad and ms == pytest.approx(took) for ms, bad in inside)
+    # Before it and from 5 s after it (the requests held to their timeout
+    # aside), none fails: the app is back at full capacity.
+    outside = [bad for at, _, bad in began if at < start - 1 or at > end + 5]
+    assert outside
+    assert not any(outside)
+    late = [at for at in plant.purchases if at > end + held + 10]
+    assert len(late) / (3 * SECONDS - end - held - 10) == pytest.approx(rate, rel=0.2)
+
+
+def test_an_autoscaled_pool_grows_under_sustained_use_and_shrinks_when_quiet() -> None:
+    plant, target, _ = make_plant("autoscale", 2, SECONDS)
+    app = plant.servers["app"]
+    assert isinstance(app, Autoscaled)
+    base = capacity_rate(plant, 1.0) / app.most  # visitors a second at its first size
+    levels = []
+    for second in range(300):
+        # 1.6x its first size's capacity for 120 s, then a trickle.
+        plant.admit(second, round(1.6 * base) if second < 120 else 1)
+        plant.second(second)
+        levels.append(app.level)
+    assert levels[0] == 1
+    grew = levels.index(2)
+    assert app.react - 1 <= grew <= app.react + 10  # sustained use for `react` s first (from second 0)
+    # Overloaded before it grew, within target once it had grown.
+    early = p95_per_second(plant.served, 5, grew, empty=None)
+    later = p95_per_second(plant.served, 110, 120, empty=None)
+    assert max(early) > target
+    assert max(later) < target
+    # The quiet spell from 120 s shrank it, `quiet` s later.
+    shrank = next(second for second in range(120, len(levels)) if levels[second] < levels[119])
+    assert 120 + app.quiet <= shrank <= 120 + app.quiet + 10
+
+
+def test_a_cold_pool_is_slow_at_first_then_falls_to_its_work() -> None:
+    plant, _, _ = make_plant("cold_start", 0, SECONDS)
+    app = plant.servers["app"]
+    assert isinstance(app, Cold)
+    rate = max(1, round(capacity_rate(plant, 1.0) * 0.2))  # far under capacity: no queue
+    plant.phases = [1.0]
+    for second in range(2 * SECONDS + 30):
+        plant.admit(second, rate)
+        plant.second(second)
+    first = statistics.median(ms for at, ms in plant.served if at < 5)
+    warm = statistics.median(ms for at, ms in plant.served if at > app.warm_s + 5)
+    assert first == pytest.approx(warm * app.factor, rel=0.25)
+    assert not any(failed for _, failed in plant.outcomes)
 
 
 def test_the_same_seed_gives_the_same_plant_and_run() -> None:

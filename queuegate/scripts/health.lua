@@ -57,9 +57,15 @@
 --    cut): cap grows x2 before the first overload, then by 1/8, 1/4, 1/2,
 --    x2 with each probe in a row (BBR's probing). Probes past the last
 --    overload start once in PAST_PEAK at most.
+-- An app down is not small: at the floor for a visit's length, completing
+-- no more than the floor's visitors bring, most requests failing or none
+-- answered, it holds at the floor; once within target again, the capacity
+-- and last overload known before the outage's cuts are set back (no more
+-- than the rate admitted then brings, nor the last overload less DRAIN).
 -- A target no rate can meet is named: at the floor for a visit's length,
--- completing no more than the floor's visitors bring, and still over the
--- target (beyond chance). The room says "target out of reach: p95 at
+-- completing no more than the floor's visitors bring, and its answers
+-- still over the target (beyond chance), its errors within their maximum.
+-- The room says "target out of reach: p95 at
 -- minimal load N ms", goes back to the last rate that was within target
 -- (else its own rate from code) and from there holds the p95 under
 -- OUT_OF_REACH x N instead of the target, until the p95 has been under the
@@ -131,7 +137,7 @@ local E0 = 3 -- the end buckets start after n, err, w
 -- at that age (x), and what a request costs there (k, ms).
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
-  'past_at', 'changed_from', 'reach_since'}
+  'past_at', 'changed_from', 'reach_since', 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -474,6 +480,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   local waiting = redis.call('ZCARD', KEYS[2]) > 0
   local floor_since = tonumber(st.floor_since)
   if value <= adapt_floor then floor_since = floor_since or now else floor_since = nil end
+  -- At minimal load: at the floor for a visit's length, the app doing no
+  -- more than the floor's visitors bring (its background aside; not
+  -- finishing a queue built before).
+  local minimal = floor_since and now - floor_since >= show_s * 1000
+    and (visit_work <= 0 or done - background <= 2 * math.max(1, adapt_floor / unit_s) * visit_work)
   local new = value
   local pinned = redis.call('HGET', KEYS[5], 'pinned')
   local why = string.format('p95 %d ms over the %d ms target', p95, goal)
@@ -487,12 +498,23 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     reason = 'hold: the line is not moving (' .. status .. ')'
   elseif n < MIN_SAMPLES then
     reason = 'hold: too few responses to judge'
-  elseif slow and floor_since and now - floor_since >= show_s * 1000
-      and (visit_work <= 0 or done - background <= 2 * math.max(1, adapt_floor / unit_s) * visit_work) then
-    -- At the floor for a visit's length and still over, the app doing no
-    -- more than the floor's visitors bring (its background aside; not
-    -- finishing a queue built before): no rate meets the target. Admitting at the floor would
-    -- starve the line for nothing.
+  elseif (slow or failing) and minimal and errors >= 0.5 * responses then
+    -- Most requests fail, or none is answered, at minimal load: the app is
+    -- down, not overloaded. Its failures at any load say nothing of where
+    -- it overloads: the capacity the cuts into the outage wrote is set back
+    -- at the first look that finds it within target again, and the rate
+    -- comes back with it (it stayed cut a minute and more, the outage's
+    -- cuts taken for the app's size). Meanwhile the line moves at the floor.
+    reason = string.format('hold: down at minimal load, %d of %d responses failed', errors, responses)
+    put('down', 1)
+  elseif slow and minimal and error_share <= max_errors
+      and beyond(over(completed, 1, goal), responses, 1 - QUANTILE) then
+    -- At the floor for a visit's length and its answers still over, beyond
+    -- chance, the app doing no more than the floor's visitors bring: no
+    -- rate meets the target. Admitting at the floor would starve the line
+    -- for nothing. (Requests in flight alone, or failures, are no p95 at
+    -- minimal load: an app that holds every request and answers none is
+    -- down, not slow.)
     reason = string.format('target out of reach: p95 at minimal load %d ms', p95)
     put('out_of_reach', math.floor(p95))
     new = tonumber(st.healthy_value) or tonumber(default[1]) or value
@@ -542,6 +564,15 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       -- (a drain, admissions cut) completes what it is given, not what it
       -- can; that low reading never walks the capacity down.
       if not cap or not limit or (lower < cap and offered >= done) then
+        if not st.pre_at then
+          -- The evidence before this episode of cuts, set back if it turns
+          -- out to be an outage (above).
+          put('pre_at', now)
+          put('pre_cap', cap or -1)
+          put('pre_peak', st.peak or -1)
+          put('pre_limit', st.limit or 0)
+          put('pre_value', value)
+        end
         cap = lower
         -- Where the app overloaded: what it completed in the overload.
         put('peak', done)
@@ -585,6 +616,22 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           je / jn * 100, max_errors * 100)
       end
     elseif within then
+      if st.pre_at then
+        if st.down and (tonumber(st.pre_cap) or -1) >= 0 then
+          -- Back from an outage: the capacity and the overload known before
+          -- it; no more than the rate admitted then brings, nor than where
+          -- the app last overloaded, less the drain (a capacity a probe was
+          -- still trying is no evidence of room).
+          local was = tonumber(st.pre_cap)
+          if visit_work > 0 then was = math.min(was, (tonumber(st.pre_value) or 0) / unit_s * visit_work) end
+          if (tonumber(st.pre_peak) or -1) >= 0 then was = math.min(was, DRAIN * tonumber(st.pre_peak)) end
+          cap = math.max(cap or 0, was)
+          limit = st.pre_limit == '1'
+          st.peak = (tonumber(st.pre_peak) or -1) >= 0 and st.pre_peak or nil
+          if st.peak then put('peak', st.peak) else redis.call('HDEL', h, 'peak') end
+        end
+        redis.call('HDEL', h, 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
+      end
       cap = math.max(cap or 0, done)
       put('healthy_value', value)
       -- What the app was seen to serve over a whole visit within target.
