@@ -129,18 +129,24 @@ class CopiesSeen:
 if os.environ.get("QUEUEGATE_BENCH_LOG"):  # the gate's own log lines, to see what it went through
     logging.basicConfig(level=logging.INFO)
 
-if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
-    gate = QueueGate(
+
+def gated(redis_url: str) -> QueueGate:
+    """The bare app behind the benchmarks' gate."""
+    return QueueGate(
         bare,
         rooms=ROOMS,
         secret_key=SECRET,
-        redis=os.environ["QUEUEGATE_REDIS_URL"],
+        redis=redis_url,
         cookie_secure=False,
         timeout=1.0,
         # The joining scenario's visitors come through "a proxy" on loopback,
         # each from another address (X-Forwarded-For).
         trusted_proxies=["127.0.0.1"],
     )
+
+
+if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
+    gate = gated(os.environ["QUEUEGATE_REDIS_URL"])
     app = CopiesSeen(gate) if os.environ.get("QUEUEGATE_BENCH_COPIES") else gate
 else:
     app = bare
