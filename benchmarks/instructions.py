@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from queuegate.embedded import EmbeddedServer, free_port, server_binary
+from queuegate.store import StoreError
 
 from .report import print_report
 
@@ -92,6 +93,14 @@ def _dumps(directory: Path) -> list[int]:
 # -- in-process --------------------------------------------------------------
 
 
+def _commands(url: str) -> int:
+    """The commands Redis has run so far (the subscription's pings too)."""
+    import redis
+
+    with redis.Redis.from_url(url) as client:
+        return int(client.info("stats")["total_commands_processed"])
+
+
 def _scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     """An http scope as uvicorn's httptools protocol makes it."""
     return {
@@ -111,16 +120,22 @@ def _scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     }
 
 
-async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, float]]:
+async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, float, int]]:
     """Runs inside callgrind: an idle while, then each case's warm-up and
     its counted batch. Returns the cases in the order of their dumps, with
-    how long each lasted (seconds)."""
+    how long each lasted (seconds) and the Redis commands meanwhile."""
     from starlette.types import Message
 
     from .app import bare, gated
 
     gate = gated(url)
-    await gate.store.warm()
+    for attempt in range(5):  # the gate gives Redis a second; callgrind is slow
+        try:
+            await gate.store.warm()
+            break
+        except StoreError:
+            if attempt == 4:
+                raise
     answers: list[tuple[int, dict[bytes, bytes]]] = []
 
     async def receive() -> Message:
@@ -147,6 +162,7 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, float]]:
     # ticks), per second: under callgrind a batch lasts fifty times longer
     # than in a server, so its share is taken out of each batch's count.
     durations: dict[str, float] = {}
+    calls: dict[str, int] = {}  # Redis commands during each batch
     started = time.monotonic()
     os.getppid()
     await asyncio.sleep(IDLE_SECONDS)
@@ -165,6 +181,7 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, float]]:
         if status != 200:
             raise RuntimeError(f"{name}: {path} answered {status}")
         hits = gate.store.admissions.hits
+        commands = _commands(url)
         started = time.monotonic()
         os.getppid()
         for _ in range(requests):
@@ -174,14 +191,23 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, float]]:
             await asyncio.sleep(0)
         os.getpgrp()
         durations[name] = time.monotonic() - started
+        calls[name] = _commands(url) - commands - 1  # less the INFO that read it
         if name == "admitted" and gate.store.admissions.hits - hits != requests:
             raise RuntimeError("admitted: some requests were not decided from the copy")
         order.append(name)
     await gate.aclose()
-    return [(name, durations[name]) for name in order]
+    return [(name, durations[name], calls.get(name, 0)) for name in order]
 
 
-def in_process(url: str, requests: int, warm: int) -> dict[str, Any]:
+def _kept(directory: str, keep: str | None, prefix: str) -> None:
+    """Copies callgrind's dumps to ``keep`` (for callgrind_annotate)."""
+    if keep is not None:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for dump in Path(directory).glob("callgrind.out*"):
+            shutil.copy(dump, Path(keep) / f"{prefix}.{dump.name}")
+
+
+def in_process(url: str, requests: int, warm: int, keep: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="queuegate-instructions-") as directory:
         command = [
             *CALLGRIND,
@@ -203,12 +229,14 @@ def in_process(url: str, requests: int, warm: int) -> dict[str, Any]:
             raise RuntimeError(f"the driver failed:\n{done.stderr[-3000:]}")
         order = json.loads(done.stdout.strip().splitlines()[-1])
         counts = _dumps(Path(directory))
-    (_, idle_seconds), idle = order[0], counts[0]
+        _kept(directory, keep, "in-process")
+    (_, idle_seconds, _), idle = order[0], counts[0]
     per_second = idle / idle_seconds
     report: dict[str, Any] = {"idle_per_second": round(per_second)}
-    for (name, seconds), count in zip(order[1:], counts[1:], strict=True):
+    for (name, seconds, commands), count in zip(order[1:], counts[1:], strict=True):
         report[name] = round((count - per_second * seconds) / requests)
         report[f"{name}_raw"] = round(count / requests)
+        report[f"{name}_redis_commands"] = round(commands / requests, 3)
     return report
 
 
@@ -292,7 +320,9 @@ def _counted(
     return counts[-1], seconds
 
 
-def under_uvicorn(url: str, requests: int, warm: int, connections: int) -> dict[str, Any]:
+def under_uvicorn(
+    url: str, requests: int, warm: int, connections: int, keep: str | None = None
+) -> dict[str, Any]:
     report: dict[str, Any] = {}
     cookies: dict[str, str] = {}
     for mode in ("gated", "bare"):  # the bare app is sent the gated one's cookie too
@@ -321,6 +351,7 @@ def under_uvicorn(url: str, requests: int, warm: int, connections: int) -> dict[
             finally:
                 process.terminate()
                 process.wait(60)
+                _kept(directory, keep, mode)
     return report
 
 
@@ -341,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", action="store_true", help="count a uvicorn server, not the app alone")
     parser.add_argument("--connections", type=int, default=32, help="with --server")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep", help="a directory to copy callgrind's dumps to (callgrind_annotate)")
     parser.add_argument("--driver", help=argparse.SUPPRESS)  # the process callgrind runs
     args = parser.parse_args(argv)
     if args.driver:
@@ -350,9 +382,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("needs valgrind")
     with EmbeddedServer(server_binary("path")) as server:
         if args.server:
-            counts = under_uvicorn(server.url, args.requests, args.warm, args.connections)
+            counts = under_uvicorn(server.url, args.requests, args.warm, args.connections, args.keep)
         else:
-            counts = in_process(server.url, args.requests, args.warm)
+            counts = in_process(server.url, args.requests, args.warm, args.keep)
     report = {"where": "uvicorn" if args.server else "in-process", "requests": args.requests}
     print_report({**report, **_with_gaps(counts)}, args.json)
     return 0
