@@ -63,23 +63,31 @@ CALLGRIND = [
     "--dump-before=getpgrp",
 ]
 IDLE_SECONDS = 3.0
+# Requests counted without a turn of the event loop (in-process): few, as
+# a poll is answered from a view of the line good for half a second, and
+# Python under callgrind runs about fifty times slower than without.
+CHUNK = 5
+PAUSE = 0.1  # seconds between chunks: the loop's background work runs then
 SETTLE = 0.3  # seconds between a signal and a batch (the server under callgrind is slow to take it)
 ADMITTED = ("/page", "bench-in")
 POLLING = ("/_queuegate/status/bench-wait", "bench-wait")
 # (name, server, path, cookie of which room or None); the bare server serves
-# /page for both scenarios, as in the speed benchmark.
+# /page for both scenarios, as in the speed benchmark. Polls first: their
+# cookie says when the visitor's liveness was recorded, and a poll records
+# it again once that is over a minute old (a browser takes the new cookie;
+# the speed benchmark's visitor, like this one, does not).
 CASES = [
+    ("polling", "gated", POLLING[0], POLLING[1]),
+    ("admitted", "gated", ADMITTED[0], ADMITTED[1]),
     ("bare", "bare", "/page", None),
     ("bare_with_cookie", "bare", "/page", "bench-in"),
-    ("admitted", "gated", ADMITTED[0], ADMITTED[1]),
-    ("polling", "gated", POLLING[0], POLLING[1]),
 ]
 
 
 def _dumps(directory: Path) -> list[int]:
     """The instructions of each dump callgrind made (``.1``, ``.2``, ...), in order."""
     counts = []
-    for number in range(1, 1000):
+    for number in range(1, 100_000):
         dump = directory / f"callgrind.out.{number}"
         if not dump.exists():
             break
@@ -120,10 +128,13 @@ def _scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     }
 
 
-async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, float, int]]:
-    """Runs inside callgrind: an idle while, then each case's warm-up and
-    its counted batch. Returns the cases in the order of their dumps, with
-    how long each lasted (seconds) and the Redis commands meanwhile."""
+async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int]]:
+    """Runs inside callgrind: each case's warm-up, then its counted requests
+    in chunks of ``CHUNK`` that never give the event loop a turn (so none of
+    the process's background work falls inside a count), with pauses
+    between them for that work (the subscription's pings keep the copies
+    trusted). Returns, for each dump in order, its case, its requests and
+    the Redis commands of its case's whole batch (pauses included)."""
     from starlette.types import Message
 
     from .app import bare, gated
@@ -148,8 +159,9 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, float, i
     async def drop(message: Message) -> None:
         pass
 
-    async def get(app: Any, path: str, headers: list[tuple[bytes, bytes]], send: Any = keep) -> None:
-        await app(_scope(path, headers), receive, send)
+    async def get(app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> None:
+        await app(_scope(path, headers), receive, keep)
+        await asyncio.sleep(0)
 
     cookies: dict[str, bytes] = {}
     for path, room, visits in (("/page", "bench-in", 1), ("/wait", "bench-wait", 2)):
@@ -158,17 +170,7 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, float, i
         cookie = answers[-1][1][b"set-cookie"]
         cookies[room] = cookie.split(b";", 1)[0]
     await asyncio.sleep(0.5)  # the subscription is live: admissions are copied
-    # What the process does meanwhile (the subscription's pings, the rooms'
-    # ticks), per second: under callgrind a batch lasts fifty times longer
-    # than in a server, so its share is taken out of each batch's count.
-    durations: dict[str, float] = {}
-    calls: dict[str, int] = {}  # Redis commands during each batch
-    started = time.monotonic()
-    os.getppid()
-    await asyncio.sleep(IDLE_SECONDS)
-    os.getpgrp()
-    durations["idle"] = time.monotonic() - started
-    order = ["idle"]
+    dumps: list[tuple[str, int, int]] = []
     for name, server, path, cookie_of in CASES:
         app = gate if server == "gated" else bare
         headers = [(b"host", b"127.0.0.1")]
@@ -176,27 +178,26 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, float, i
             headers.append((b"cookie", cookies[cookie_of]))
         for _ in range(warm):
             await get(app, path, list(headers))
-            await asyncio.sleep(0)
         status = answers[-1][0]
         if status != 200:
             raise RuntimeError(f"{name}: {path} answered {status}")
         hits = gate.store.admissions.hits
         commands = _commands(url)
-        started = time.monotonic()
-        os.getppid()
-        for _ in range(requests):
-            await app(_scope(path, list(headers)), receive, drop)
-            # A turn of the loop, as a server's: the subscription's pings
-            # keep the copies trusted.
-            await asyncio.sleep(0)
-        os.getpgrp()
-        durations[name] = time.monotonic() - started
-        calls[name] = _commands(url) - commands - 1  # less the INFO that read it
+        chunks = []
+        for start in range(0, requests, CHUNK):
+            await asyncio.sleep(PAUSE)
+            count = min(CHUNK, requests - start)
+            os.getppid()
+            for _ in range(count):
+                await app(_scope(path, list(headers)), receive, drop)
+            os.getpgrp()
+            chunks.append(count)
+        batch_commands = _commands(url) - commands - 1  # less the INFO that read it
+        dumps += [(name, count, batch_commands) for count in chunks]
         if name == "admitted" and gate.store.admissions.hits - hits != requests:
             raise RuntimeError("admitted: some requests were not decided from the copy")
-        order.append(name)
     await gate.aclose()
-    return [(name, durations[name], calls.get(name, 0)) for name in order]
+    return dumps
 
 
 def _kept(directory: str, keep: str | None, prefix: str) -> None:
@@ -230,14 +231,12 @@ def in_process(url: str, requests: int, warm: int, keep: str | None = None) -> d
         order = json.loads(done.stdout.strip().splitlines()[-1])
         counts = _dumps(Path(directory))
         _kept(directory, keep, "in-process")
-    (_, idle_seconds, _), idle = order[0], counts[0]
-    per_second = idle / idle_seconds
-    report: dict[str, Any] = {"idle_per_second": round(per_second)}
-    for (name, seconds, commands), count in zip(order[1:], counts[1:], strict=True):
-        report[name] = round((count - per_second * seconds) / requests)
-        report[f"{name}_raw"] = round(count / requests)
-        report[f"{name}_redis_commands"] = round(commands / requests, 3)
-    return report
+    totals: dict[str, int] = {}
+    commands: dict[str, float] = {}
+    for (name, _, batch_commands), count in zip(order, counts, strict=True):
+        totals[name] = totals.get(name, 0) + count
+        commands[f"{name}_redis_commands"] = round(batch_commands / requests, 3)
+    return {**{name: round(total / requests) for name, total in totals.items()}, **commands}
 
 
 # -- under uvicorn -------------------------------------------------------------
@@ -367,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.instructions", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--requests", type=int, default=2000, help="counted requests a case")
+    parser.add_argument("--requests", type=int, default=1000, help="counted requests a case")
     parser.add_argument("--warm", type=int, default=500, help="requests before each counted batch")
     parser.add_argument("--server", action="store_true", help="count a uvicorn server, not the app alone")
     parser.add_argument("--connections", type=int, default=32, help="with --server")
