@@ -344,9 +344,11 @@ def under_uvicorn(
                     headers = {} if room is None else {"Cookie": cookies[room]}
                     asyncio.run(_load(port, path, headers, warm, connections))
                     batch = _load(port, path, headers, requests, connections)
+                    commands = _commands(url)
                     total, seconds = _counted(process, Path(directory), batch)
                     report[name] = round((total - per_second * seconds) / requests)
                     report[f"{name}_raw"] = round(total / requests)
+                    report[f"{name}_redis_commands"] = round((_commands(url) - commands - 1) / requests, 3)
             finally:
                 process.terminate()
                 process.wait(60)
