@@ -31,7 +31,7 @@ __all__ = ["Identify", "Visitor", "Visitors"]
 logger = logging.getLogger("queuegate")
 
 MAX_USER_AGENT = 512  # bytes of a User-Agent that count for the binding
-# Cookie headers remembered with the valid token they carry (Visitors.anonymous):
+# Cookie headers remembered with the valid token they carry (Visitors.token):
 # parsing the header and looking its token up was a third of the gate's
 # work for an admitted visitor. Bounded against a client that sends a valid
 # token in ever new headers: at most 10,000 headers of at most 2 KB (about
@@ -104,9 +104,9 @@ class Visitors:
         self._network = network if "network" in bind else None
         self._plain = identify is None and not self._bind_agent and self._network is None
         self._fingerprint = lru_cache(maxsize=16_384)(tokens.fingerprint)
-        # (a room's cookie name, a Cookie header) -> the valid anonymous
-        # token found in it for that room, and when it was issued. Keys
-        # cannot change under it: new keys make new Tokens and Visitors.
+        # (a room's cookie name, a Cookie header) -> the valid token found
+        # in it for that room, and when it was issued. Keys cannot change
+        # under it: new keys make new Tokens and Visitors.
         self._known: dict[tuple[bytes, bytes], tuple[Token, float]] = {}
         self._max_age = tokens.max_age
         # secure=None: Secure when the client came over https (see secure()).
