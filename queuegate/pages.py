@@ -151,7 +151,7 @@ BACK_HOME = N_("Back to the home page")
 
 class Page(NamedTuple):
     """A response the gate sends itself (a tuple: one is made for every
-    poll, in a fifth of a frozen dataclass's time)."""
+    poll, and a frozen dataclass sets each field through object.__setattr__)."""
 
     status: int
     headers: Headers
