@@ -67,9 +67,15 @@ async def held_stream(request: Request) -> StreamingResponse:
 async def joins(request: Request) -> JSONResponse:
     """How this process's newcomers' joins went to Redis (queuegate.joins):
     joins answered by a shared call, the calls, and joins sent on to the
-    full call; zeros when bare. For the speed benchmark's batch sizes."""
-    found = getattr(getattr(app, "store", None), "joins", None)
+    full call; and requests answered from the process's copies; zeros when
+    bare. For the speed benchmark's batch sizes."""
+    store = getattr(app, "store", None)
+    found = getattr(store, "joins", None)
     counts = {name: getattr(found, name, 0) for name in ("answered", "calls", "unsettled")}
+    # Requests answered from the process's copies (benchmarks.instructions):
+    # admitted visitors, and polls near the front of a line.
+    counts["admissions_copied"] = getattr(getattr(store, "admissions", None), "hits", 0)
+    counts["fronts_copied"] = getattr(getattr(store, "fronts", None), "hits", 0)
     return JSONResponse(counts)
 
 
@@ -129,18 +135,25 @@ class CopiesSeen:
 if os.environ.get("QUEUEGATE_BENCH_LOG"):  # the gate's own log lines, to see what it went through
     logging.basicConfig(level=logging.INFO)
 
-if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
-    gate = QueueGate(
+
+def gated(redis_url: str, timeout: float = 1.0) -> QueueGate:
+    """The bare app behind the benchmarks' gate (``timeout``: Redis's, in
+    seconds; longer under callgrind, where Python runs fifty times slower)."""
+    return QueueGate(
         bare,
         rooms=ROOMS,
         secret_key=SECRET,
-        redis=os.environ["QUEUEGATE_REDIS_URL"],
+        redis=redis_url,
         cookie_secure=False,
-        timeout=1.0,
+        timeout=timeout,
         # The joining scenario's visitors come through "a proxy" on loopback,
         # each from another address (X-Forwarded-For).
         trusted_proxies=["127.0.0.1"],
     )
+
+
+if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
+    gate = gated(os.environ["QUEUEGATE_REDIS_URL"], float(os.environ.get("QUEUEGATE_BENCH_TIMEOUT", "1.0")))
     app = CopiesSeen(gate) if os.environ.get("QUEUEGATE_BENCH_COPIES") else gate
 else:
     app = bare

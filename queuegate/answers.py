@@ -4,6 +4,8 @@ the gate's decision and by its own endpoints."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from starlette.types import Scope
 
 from .challenges import Challenges
@@ -42,6 +44,9 @@ class Answers:
         self._pages = pages
         self._visitors = visitors
         self._counters = counters
+        # Made once per root path and room (bounded: a root path may come
+        # from a proxy's header).
+        self._urls = lru_cache(maxsize=1024)(self._make_urls)
 
     def language(self, room: Room | None, scope: Scope) -> Language:
         """The language of the gate's answer: the room's or the gate's fixed
@@ -55,19 +60,24 @@ class Answers:
     def line_page(
         self, room: Room, outcome: Outcome, as_json: bool, scope: Scope, status: int | None = None
     ) -> Page:
-        base = scope[GATE_KEY][1] + self._settings.endpoint
+        status_url, leave_url, stream_url = self._urls(scope[GATE_KEY][1], room.name)
         language = self.language(room, scope)
         return self._pages.waiting(
-            room.title_in(language.code),
+            "" if as_json else room.title_in(language.code),  # the JSON has no title
             room.name,
             outcome,
-            status_url=f"{base}/status/{room.name}",
-            leave_url=f"{base}/leave/{room.name}",
+            status_url=status_url,
+            leave_url=leave_url,
             as_json=as_json,
             status=status,
             language=language,
-            stream_url=f"{base}/stream/{room.name}",
+            stream_url=stream_url,
         )
+
+    def _make_urls(self, root_path: str, room: str) -> tuple[str, str, str]:
+        """A room's status, leave and stream URLs under ``root_path``."""
+        base = root_path + self._settings.endpoint
+        return f"{base}/status/{room}", f"{base}/leave/{room}", f"{base}/stream/{room}"
 
     def challenge(self, room: Room, outcome: Outcome, scope: Scope, as_json: bool) -> Page:
         """A new challenge at the outcome's difficulty, to solve before a place."""

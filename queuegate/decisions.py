@@ -111,6 +111,19 @@ class Decisions:
         if copied is not None:
             scope["queuegate"] = copied
             return None, []
+        return await self.ask(room, scope, join=join, proof=proof, as_json=as_json)
+
+    async def ask(
+        self,
+        room: Room,
+        scope: Scope,
+        *,
+        join: bool = True,
+        proof: Proof | None = None,
+        as_json: bool | None = None,
+    ) -> tuple[Page | None, Headers]:
+        """:meth:`decide` for a request whose admission this process holds
+        no copy of (:meth:`copied_admission` said ``None``): asks Redis."""
         if as_json is None:
             as_json = wants_json(scope)
         if room.placeholders:  # a template whose `accept` refused the values

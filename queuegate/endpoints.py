@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
@@ -30,6 +31,11 @@ __all__ = ["MAX_STREAMS_PER_VISITOR", "Endpoints", "wants_json"]
 # Open streams one visitor may hold per process (a page holds one; a few
 # tabs more): each makes status calls, so a client cannot multiply them.
 MAX_STREAMS_PER_VISITOR = 4
+
+
+# The methods each endpoint answers.
+READ = frozenset({"GET", "HEAD"})
+POSTED = frozenset({"POST"})
 
 
 def wants_json(scope: Scope) -> bool:
@@ -57,6 +63,9 @@ def _same_origin(scope: Scope) -> bool:
         return True
     return host is not None and origin.partition(b"://")[2] == host
 
+
+# Routes up to this long have their match cached (a room's name is at most 100).
+CACHED_ROUTE_LENGTH = 200
 
 # A solved challenge is a few hundred bytes; nothing larger is read.
 MAX_JOIN_BODY = 4096
@@ -102,6 +111,9 @@ class Endpoints:
             re.escape(endpoint) + r"/(status|leave|stream|join)/([A-Za-z0-9_-]{1,100})"
         )
         self._prefix = endpoint + "/"
+        # A page polls the same route every few seconds (bounded: the room
+        # part of a route is the client's to choose).
+        self._cached_match = lru_cache(maxsize=1024)(self._match)
         self.feeds = Feeds(gate.store.invalidations, gate.store.places)
         self._streams: dict[tuple[str, str], int] = {}  # (room, visitor) -> open streams here
 
@@ -109,6 +121,11 @@ class Endpoints:
         """(action, room name) for a route path under the endpoint, if any."""
         if not route.startswith(self._prefix):
             return None
+        if len(route) <= CACHED_ROUTE_LENGTH:
+            return self._cached_match(route)
+        return self._match(route)
+
+    def _match(self, route: str) -> tuple[str, str] | None:
         found = self._pattern.fullmatch(route)
         return None if found is None else (found[1], found[2])
 
@@ -123,11 +140,9 @@ class Endpoints:
                 send,
             )
             return
-        method = scope["method"].upper()
-        allowed = b"POST" if posted else b"GET, HEAD"
-        if method.encode() not in allowed.split(b", "):
+        if scope["method"].upper() not in (POSTED if posted else READ):
             page = self.gate.pages.state(name, "method_not_allowed", 405)
-            await send_page(page, send, [(b"allow", allowed)])
+            await send_page(page, send, [(b"allow", b"POST" if posted else b"GET, HEAD")])
             return
         if posted and not _same_origin(scope):
             await send_page(self.gate.answers.message("cross_site", room, scope, 403, as_json), send)

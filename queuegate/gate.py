@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 
 import redis.asyncio as aioredis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -181,6 +181,8 @@ class QueueGate:
         self._bypass_secret = None if settings.bypass_secret is None else settings.bypass_secret.encode()
         self._bypass_networks = [ipaddress.ip_network(n, strict=False) for n in settings.bypass_networks]
         self._no_bypass = not (self._bypass_paths or self._bypass_secret or self._bypass_networks)
+        self._endpoints = settings.endpoint + "/"
+        self._at_root = (self, "")  # scope[GATE_KEY] of a request at the root path
         # Rooms without paths are used on routes: their new cookies (and
         # FastAPI's answers) reach the response through this middleware.
         self.route_bound = any(not room.paths for room in settings.rooms)
@@ -210,16 +212,26 @@ class QueueGate:
                 await self._refuse_target(scope, receive, send)
                 return
             root = scope.get("root_path", "")
-            scope[GATE_KEY] = (self, root)
+            scope[GATE_KEY] = (self, root) if root else self._at_root
             if kind == "http":
-                found = self.endpoints.match(route_path(path, root) if root else path)
-                if found is not None:
-                    await self.endpoints.serve(*found, scope, receive, send)
-                    return
+                route = route_path(path, root) if root else path
+                if route.startswith(self._endpoints):
+                    found = self.endpoints.match(route)
+                    if found is not None:
+                        await self.endpoints.serve(*found, scope, receive, send)
+                        return
             # A websocket handshake is a GET.
             room = self.rooms.match(path, scope.get("method", "GET"), root)
-            if room is not None and not self.bypassed(scope):
-                await self.gate_request(room, scope, receive, send, self.app)
+            if room is not None and (self._no_bypass or not self.bypassed(scope)):
+                if kind == "http":
+                    # Most requests to a gated page come from admitted
+                    # visitors: decided here, without a decision's coroutines.
+                    copied = self.decisions.copied_admission(room, scope)
+                    if copied is not None:
+                        scope["queuegate"] = copied
+                        await self._forward(room, scope, receive, send, self.app)
+                        return
+                await self.gate_request(room, scope, receive, send, self.app, copy_checked=kind == "http")
                 return
             if self.route_bound and kind == "http":
                 send = self._route_send(scope, send)
@@ -329,8 +341,17 @@ class QueueGate:
         return route_send
 
     async def gate_request(
-        self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp
+        self,
+        room: Room,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        app: ASGIApp,
+        *,
+        copy_checked: bool = False,
     ) -> None:
+        """Forward the request to ``app`` or answer it, as the decision says
+        (``copy_checked``: the process's copy of admissions was asked already)."""
         if scope["type"] == "websocket":
             # Only an admitted visitor connects; a handshake takes no place.
             # An open socket is not closed when the session ends later.
@@ -340,18 +361,25 @@ class QueueGate:
             else:
                 await _deny_websocket(scope, receive, send, page)
             return
-        page, headers = await self.decisions.decide(room, scope)
+        decide = self.decisions.ask if copy_checked else self.decisions.decide
+        page, headers = await decide(room, scope)
         if page is None:
-            send = self._with_headers(send, headers)
-            if self.route_bound:  # another room may be on the route too
-                send = self._route_send(scope, send)
-            measured = self._measured_for(room)
-            if measured:
-                await self.health.forward(measured, app, scope, receive, send)
-            else:
-                await app(scope, receive, send)
+            await self._forward(room, scope, receive, self._with_headers(send, headers), app)
         else:
             await send_page(page, send, headers)
+
+    def _forward(
+        self, room: Room, scope: Scope, receive: Receive, send: Send, app: ASGIApp
+    ) -> Awaitable[None]:
+        """``app`` answering a request let through for ``room`` (measured for
+        the rooms with a health target it counts for)."""
+        if self.route_bound:  # another room may be on the route too
+            send = self._route_send(scope, send)
+        if self._measure_all:
+            measured = self._measured_for(room)
+            if measured:
+                return self.health.forward(measured, app, scope, receive, send)
+        return app(scope, receive, send)
 
     def _measured_for(self, room: Room) -> tuple[Room, ...]:
         """The rooms with a health target that a response forwarded for

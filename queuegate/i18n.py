@@ -83,7 +83,11 @@ class Language:
         # ngettext picks) with the count put in.
         self._group_html = self._group if self._group == html.escape(self._group or "") else None
         self._ahead_forms: dict[tuple[int, bool], str] = {}
-        self._nobody_html = html.escape(self.text(N_("nobody: you are next")))
+        # The texts without a number, translated once.
+        self._nobody = self.text(N_("nobody: you are next"))
+        self._nobody_html = html.escape(self._nobody)
+        self._unknown = self.text(N_("unknown for now"))
+        self._few_seconds = self.text(N_("a few seconds"))
 
     def text(self, message: str, **values: object) -> str:
         translated = self._translations.gettext(message)
@@ -105,9 +109,9 @@ class Language:
     def eta_text(self, eta_ms: int) -> str:
         """The estimate as people read it; never more precise than it is."""
         if eta_ms < 0:
-            return self.text(N_("unknown for now"))
+            return self._unknown
         if eta_ms <= 10_000:
-            return self.text(N_("a few seconds"))
+            return self._few_seconds
         if eta_ms < 60_000:
             tens = math.ceil(eta_ms / 10_000) * 10
             return self._counted(N_("about {num} second"), N_("about {num} seconds"), tens)
@@ -119,7 +123,7 @@ class Language:
 
     def ahead_text(self, ahead: int) -> str:
         if ahead == 0:
-            return self.text(N_("nobody: you are next"))
+            return self._nobody
         return self._counted(N_("{num} person"), N_("{num} people"), ahead)
 
     def number_html(self, value: int) -> str:

@@ -18,11 +18,10 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 from string import Template
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.types import Send
 
@@ -43,6 +42,19 @@ def _json_text(value: str) -> str:
     """A string as JSON (the waiting answer's texts repeat: rooms, URLs,
     a few dozen estimates and places per language)."""
     return _JSON.encode(value)
+
+
+@lru_cache(maxsize=1024)
+def _json_parts(room: str, method: str, status_url: str, stream_url: str, tag: str) -> tuple[str, str]:
+    """The waiting answer's JSON up to its people ahead, and from its poll
+    interval to its position: the same for every poll of a room's line in
+    one language (see ``Pages.waiting``)."""
+    head = f'{{"room":{_json_text(room)},"state":"waiting","method":{_json_text(method)},"ahead":'
+    middle = (
+        f',"status_url":{_json_text(status_url)},"stream_url":{_json_text(stream_url)}'
+        f',"language":{_json_text(tag)},"position":'
+    )
+    return head, middle
 
 
 def _link(href: str, text: str) -> str:
@@ -137,8 +149,10 @@ RETRYING = N_("Trying again in {seconds} s.")
 BACK_HOME = N_("Back to the home page")
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
+class Page(NamedTuple):
+    """A response the gate sends itself (a tuple: one is made for every
+    poll, and a frozen dataclass sets each field through object.__setattr__)."""
+
     status: int
     headers: Headers
     body: bytes
@@ -288,13 +302,10 @@ class Pages:
             # **facts}, written out: the encoder was a third of a status
             # poll's time in the gate (tests/test_pages.py compares both).
             eta_seconds = "null" if outcome.eta_ms < 0 else str(math.ceil(outcome.eta_ms / 1000))
+            head, middle = _json_parts(room, outcome.method, status_url, stream_url, language.tag)
             text = "".join(
                 (
-                    '{"room":',
-                    _json_text(room),
-                    ',"state":"waiting","method":',
-                    _json_text(outcome.method),
-                    ',"ahead":',
+                    head,
                     "null" if lottery else str(outcome.rank),
                     ',"line":',
                     str(outcome.line),
@@ -302,13 +313,7 @@ class Pages:
                     eta_seconds,
                     ',"poll_after_seconds":',
                     str(poll),
-                    ',"status_url":',
-                    _json_text(status_url),
-                    ',"stream_url":',
-                    _json_text(stream_url),
-                    ',"language":',
-                    _json_text(language.tag),
-                    ',"position":',
+                    middle,
                     "null" if lottery else str(outcome.rank + 1),
                     ',"ahead_text":',
                     _json_text(ahead_text),

@@ -102,7 +102,10 @@ class Rooms(Mapping[str, RoomControl]):
             found = self._cached_find(path, root_path, method)
         else:
             found = self._find(path, root_path, method)
-        return None if found is None else self._room(*found)
+        if found is None:
+            return None
+        room, values = found
+        return self._room(room, values) if room.placeholders else room
 
     def _find(self, path: str, root_path: str, method: str) -> tuple[Room, dict[str, str]] | None:
         method = method.upper()

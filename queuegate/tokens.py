@@ -156,7 +156,14 @@ class Tokens:
         return self._signer(room).sign(value.rstrip("~")).decode()
 
     def read(self, room: str, token: str) -> Token | None:
-        """The :class:`Token` of a valid token for this room, else ``None``.
+        """The :class:`Token` of a valid token for this room, else ``None``."""
+        found = self.verified(room, token)
+        return None if found is None else found[0]
+
+    def verified(self, room: str, token: str) -> tuple[Token, float] | None:
+        """The :class:`Token` of a valid token for this room and when it was
+        issued (``time.time()``: it is valid until ``max_age`` seconds
+        later), else ``None``.
 
         A token that verified once is remembered with its issue time (checking
         an HMAC costs more than the rest of a gated request), so later reads
@@ -164,7 +171,7 @@ class Tokens:
         known = self._verified.get((room, token))
         if known is not None:
             if time.time() - known[1] <= self.max_age:
-                return known[0]
+                return known
             del self._verified[(room, token)]
             return None
         try:
@@ -182,5 +189,5 @@ class Tokens:
             return None
         if len(self._verified) >= VERIFIED_CACHE:
             self._verified.clear()
-        self._verified[(room, token)] = (found, issued.timestamp())
-        return found
+        known = self._verified[(room, token)] = (found, issued.timestamp())
+        return known

@@ -331,3 +331,28 @@ async def test_a_pattern_with_a_trailing_slash_gates_the_bare_directory(make_gat
     for path in ("/checkout/", "/checkout/x", "/Checkout//"):
         assert gate.match(path) is not None, path
     assert gate.match("/checkout") is None  # not under the pattern, and no route of it either
+
+
+async def test_the_endpoints_caches_of_routes_and_urls_are_bounded(make_gate: MakeGate) -> None:
+    """A page polls one route, so its match, its room's URLs and its JSON's
+    fixed parts are remembered; a client chooses the room part of a route
+    and a proxy the root path: each cache keeps at most 1,024 entries, and
+    routes too long to be an endpoint's are matched without being kept."""
+    from queuegate import pages
+
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=0)])
+    endpoints = gate.endpoints
+    for n in range(3000):
+        assert endpoints.match(f"/_queuegate/status/room-{n}") == ("status", f"room-{n}")
+        gate.answers._urls(f"/mounted-{n}", "sale")
+        pages._json_parts(f"room-{n}", "fifo", "/s", "/t", "en")
+    for cache in (endpoints._cached_match, gate.answers._urls, pages._json_parts):
+        assert cache.cache_info().currsize <= 1024
+    endpoints._cached_match.cache_clear()
+    assert endpoints.match("/_queuegate/status/" + "x" * 300) is None
+    assert endpoints._cached_match.cache_info().currsize == 0
+    assert gate.answers._urls("/shop", "sale") == (
+        "/shop/_queuegate/status/sale",
+        "/shop/_queuegate/leave/sale",
+        "/shop/_queuegate/stream/sale",
+    )

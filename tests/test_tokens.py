@@ -1,14 +1,21 @@
-"""Queue tokens (queuegate.tokens): signed as itsdangerous signs them."""
+"""Queue tokens (queuegate.tokens): signed as itsdangerous signs them, and read
+from the requests' cookies as long as they are valid."""
 
 from __future__ import annotations
 
 import hashlib
+import time
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from itsdangerous import TimestampSigner
 
+from queuegate import Room
+from queuegate import visitors as visitors_module
 from queuegate.tokens import Tokens, _Signer
+from queuegate.visitors import Visitors, cookie
 
 
 @given(
@@ -42,3 +49,94 @@ def test_a_token_reads_back_and_another_rooms_does_not() -> None:
     assert found is not None
     assert (found.visitor, found.until_ms, found.place, found.seen_ms) == ("AbCdEfGhIjKlMnOp", 1234, 7, 99)
     assert tokens.read("other", token) is None
+
+
+# -- cookies read from requests (queuegate.visitors) ------------------------
+
+KEY = "a-secret-key-of-the-gate-0123456789"
+ROOM = Room("sale", paths=["/sale"], capacity=10)
+
+
+def visitors_with(keys: list[str], max_age: int = 3600) -> Visitors:
+    return Visitors(Tokens(keys, max_age), None, max_age, False)
+
+
+def scope_with(*cookie_headers: bytes) -> dict[str, Any]:
+    headers = [(b"host", b"shop.example")] + [(b"cookie", value) for value in cookie_headers]
+    return {"type": "http", "headers": headers}
+
+
+def test_a_remembered_header_is_refused_once_its_token_is_too_old(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Cookie header is remembered with the token it carries; the token's
+    age still counts: past ``max_age`` it reads as no token, and the header
+    is forgotten."""
+    visitors = visitors_with([KEY], max_age=60)
+    token = visitors.tokens.issue("sale", "AbCdEfGhIjKlMnOp")
+    header = f"theme=dark; qg_sale={token}".encode()
+    found = visitors.token(ROOM, scope_with(header))
+    assert found is not None
+    assert found.visitor == "AbCdEfGhIjKlMnOp"
+    assert len(visitors._known) == 1
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now + 30)
+    assert visitors.token(ROOM, scope_with(header)) == found
+    monkeypatch.setattr(time, "time", lambda: now + 61)
+    assert visitors.token(ROOM, scope_with(header)) is None
+    assert visitors.anonymous(ROOM, scope_with(header)) is None
+    assert not visitors._known
+
+
+def test_remembered_headers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that sends a valid token in ever new headers fills at most
+    ``KNOWN_HEADERS`` entries; a header longer than ``MAX_KNOWN_HEADER`` is
+    read, not remembered."""
+    monkeypatch.setattr(visitors_module, "KNOWN_HEADERS", 5)
+    visitors = visitors_with([KEY])
+    token = visitors.tokens.issue("sale", "AbCdEfGhIjKlMnOp")
+    for n in range(12):
+        found = visitors.token(ROOM, scope_with(f"n={n}; qg_sale={token}".encode()))
+        assert found is not None
+        assert found.visitor == "AbCdEfGhIjKlMnOp"
+        assert 1 <= len(visitors._known) <= 5
+    visitors._known.clear()
+    long = f"junk={'x' * visitors_module.MAX_KNOWN_HEADER}; qg_sale={token}".encode()
+    found = visitors.token(ROOM, scope_with(long))
+    assert found is not None
+    assert found.visitor == "AbCdEfGhIjKlMnOp"
+    assert not visitors._known
+
+
+def test_a_remembered_header_follows_the_keys() -> None:
+    """Keys are a gate's own: under new keys (the old one retired) the same
+    header reads as no token; with the old key kept for verifying, it reads
+    as before. Invalid tokens are never remembered."""
+    old = visitors_with(["the-old-key-0123456789abcdef"])
+    token = old.tokens.issue("sale", "AbCdEfGhIjKlMnOp")
+    header = f"qg_sale={token}".encode()
+    assert old.token(ROOM, scope_with(header)) is not None
+    assert visitors_with([KEY]).token(ROOM, scope_with(header)) is None
+    rotated = visitors_with([KEY, "the-old-key-0123456789abcdef"])
+    found = rotated.token(ROOM, scope_with(header))
+    assert found is not None
+    assert found.visitor == "AbCdEfGhIjKlMnOp"
+    tampered = visitors_with([KEY])
+    assert tampered.token(ROOM, scope_with(header[:-2] + b"xx")) is None
+    assert not tampered._known
+
+
+def test_the_last_cookie_of_the_room_counts_in_one_header_or_several() -> None:
+    """As the frameworks' parsers: the last value of the room's cookie,
+    across several Cookie headers too (HTTP/2 may split them)."""
+    visitors = visitors_with([KEY])
+    first = visitors.tokens.issue("sale", "FirstVisitor0000")
+    last = visitors.tokens.issue("sale", "LastVisitor00000")
+    for scope in (
+        scope_with(f"qg_sale={first}; qg_sale={last}".encode()),
+        scope_with(f"qg_sale={first}".encode(), f"qg_sale={last}".encode()),
+        scope_with(f"qg_sale={first}".encode(), b"theme=dark", f" qg_sale = {last} ".encode()),
+    ):
+        for _ in range(2):  # read, then remembered
+            found = visitors.token(ROOM, scope)
+            assert found is not None
+            assert found.visitor == "LastVisitor00000"
+            assert cookie(scope, ROOM.cookie) == last
