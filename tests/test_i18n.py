@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from queuegate import QueueGate, Room
 from queuegate.i18n import LANGUAGES, language_for, negotiate
-from queuegate.pages import LOTTERY_AHEAD, MESSAGES, RETRYING, TEXTS, Pages
+from queuegate.pages import Pages
 from queuegate.settings import ConfigError
 from queuegate.store import Outcome
+from queuegate.texts import LOTTERY_AHEAD, MESSAGES, RETRYING, TEXTS
 
 from .conftest import MakeGate, call_asgi, http_scope
 

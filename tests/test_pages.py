@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuegate.i18n import LANGUAGES, language_for
-from queuegate.pages import LOTTERY_AHEAD, Pages, eta_text
+from queuegate.pages import Pages, eta_text
 from queuegate.store import Outcome
+from queuegate.texts import LOTTERY_AHEAD
 
 
 @pytest.mark.parametrize(
