@@ -106,13 +106,15 @@ async def looks(
     seconds: int,
     load: Callable[[int, int], tuple[int, int, float]],
     visits: Callable[[int, int], list[float]] | None = None,
+    start: int = 0,
 ) -> tuple[list[int], list[str]]:
-    """Simulated seconds: each second the room's rate and last decision,
-    then the report ``load(second, rate)`` makes: (responses, errors among
-    them, their time in ms), as many requests started as responses, and
-    the visits' figures by age ``visits(second, rate)`` if given."""
+    """Simulated seconds from ``start``: each second the room's rate and
+    last decision, then the report ``load(second, rate)`` makes:
+    (responses, errors among them, their time in ms), as many requests
+    started as responses, and the visits' figures by age
+    ``visits(second, rate)`` if given."""
     rates, reasons = [], []
-    for second in range(seconds):
+    for second in range(start, start + seconds):
         now = T0 + second * 1000
         stats = await store.stats(the_room, now=now)
         rates.append(stats["rate"])
@@ -321,6 +323,46 @@ async def test_an_outage_is_not_taken_for_the_apps_size(redis_url: str, family: 
     back = run.rates[answered : answered + 10]
     assert max(back) >= 0.8 * before, (before, back)
     assert max(back) <= before + 1, (before, back)  # no more than the evidence before it
+
+
+async def test_a_down_mark_goes_with_its_outage(redis_url: str) -> None:
+    """A room at its floor when the app goes down (no cut before it), then
+    the app back: the mark goes with the outage. A later, ordinary
+    overload's first look within target then keeps what that overload
+    taught (the mark left behind set back what the room knew before it:
+    a capacity of thousands, and the app overloaded again 16 s later
+    where the same room without the outage waited 65 s)."""
+
+    async def cuts(outage: bool) -> tuple[list[int], bytes | None]:
+        store = Store(connect(redis_url, 5.0), prefix=f"qgd{time.time_ns()}")
+        the_room = room(rate=2, target=Health(p95_ms=300, max_error_rate=0.02, floor=2, settle=5))
+        try:
+
+            def before(second: int, rate: int) -> tuple[int, int, float]:
+                down = outage and 20 <= second < 35
+                return 3 * rate, 3 * rate if down else 0, 5.0 if down else 100.0
+
+            await looks(store, the_room, 55, before)
+            health = store.keys(the_room.name)[4][: -len("state")] + "health"
+            left = await store.client.hget(health, "down")
+            keys = store.keys(the_room.name)
+            members = {f"v{i}": i for i in range(20_000)}
+            await store.client.zadd(keys[1], members)
+            await store.client.zadd(keys[2], {m: T0 + 55_000 for m in members})
+
+            def later(second: int, rate: int) -> tuple[int, int, float]:
+                return 3 * rate, 0, 100.0 if rate < 12 else 2000.0
+
+            _, reasons = await looks(store, the_room, 150, later, start=55)
+            return [second for second, why in enumerate(reasons) if why.startswith("cut: ")], left
+        finally:
+            await store.aclose()
+
+    with_outage, left = await cuts(True)
+    without, _ = await cuts(False)
+    assert left is None
+    assert len(without) >= 2, without  # the scenario overloads more than once
+    assert with_outage[:2] == without[:2], (with_outage, without)
 
 
 async def test_the_visitors_inside_hold_the_rate_down_until_their_load_has_come(redis_url: str) -> None:

@@ -525,6 +525,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     -- The overloads seen were against a target no rate meets: no evidence
     -- of where the app overloads. The law starts again, against the goal.
     redis.call('HDEL', h, 'peak', 'overloaded', 'cut_at', 'probes')
+    redis.call('HDEL', h, 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
     put('limit', 0)
     put('probe_done', 0) -- in the slow app's costs
   else
@@ -616,13 +617,17 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           je / jn * 100, max_errors * 100)
       end
     elseif within then
-      if st.pre_at then
-        if st.down and (tonumber(st.pre_cap) or -1) >= 0 then
+      if st.pre_at or st.down then
+        if st.pre_at and st.down and (tonumber(st.pre_cap) or -1) >= 0 then
           -- Back from an outage: the capacity and the overload known before
           -- it; no more than the rate admitted then brings, nor than where
           -- the app last overloaded, less the drain (a capacity a probe was
-          -- still trying is no evidence of room).
+          -- still trying is no evidence of room), faded over the outage as
+          -- a capacity seen fades.
           local was = tonumber(st.pre_cap)
+          if st.pre_limit ~= '1' then
+            was = was * math.exp(-math.max(0, now - tonumber(st.pre_at)) / 1000 / CAP_S)
+          end
           if visit_work > 0 then was = math.min(was, (tonumber(st.pre_value) or 0) / unit_s * visit_work) end
           if (tonumber(st.pre_peak) or -1) >= 0 then was = math.min(was, DRAIN * tonumber(st.pre_peak)) end
           cap = math.max(cap or 0, was)
@@ -630,6 +635,9 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           st.peak = (tonumber(st.pre_peak) or -1) >= 0 and st.pre_peak or nil
           if st.peak then put('peak', st.peak) else redis.call('HDEL', h, 'peak') end
         end
+        -- Whether or not it was an outage, the episode is over: a down
+        -- mark left behind would set back, at a later overload's first
+        -- look within target, what that overload taught.
         redis.call('HDEL', h, 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
       end
       cap = math.max(cap or 0, done)
