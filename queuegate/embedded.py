@@ -64,6 +64,17 @@ class _PortTaken(Exception):
     """The server found a port chosen for it taken when it came to bind it."""
 
 
+def _free(port: int) -> bool:
+    """Whether ``port`` can be bound on loopback now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -123,6 +134,8 @@ class EmbeddedServer:
         for attempt in range(self.START_TRIES):
             try:
                 self._start_once(timeout)
+                # Kept from now on: clients hold this URL across a restart.
+                self._port_given = True
                 return self
             except _PortTaken:
                 if attempt == self.START_TRIES - 1:
@@ -195,7 +208,7 @@ class EmbeddedServer:
             client.close()
         log = self._log_tail()
         self.stop()
-        if "Address already in use" in log and (not self._port_given or self.ports):
+        if "Address already in use" in log and (not self._port_given or (self.ports and _free(self.port))):
             raise _PortTaken
         raise EmbeddedServerError(f"{self.binary} did not start on port {self.port}:\n{log}")
 

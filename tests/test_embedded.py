@@ -35,13 +35,38 @@ def test_a_chosen_port_taken_before_the_server_binds_it_is_chosen_again() -> Non
         with server:
             assert server.port != taken_port.getsockname()[1]
             assert server.ports["--cluster-port"] != taken_bus.getsockname()[1]
-            with redis.Redis(port=server.port) as client:
-                assert client.cluster("info")["cluster_state"] in ("ok", "fail")
+            with redis.Redis(port=server.port, decode_responses=True) as client:
+                bus = client.config_get("cluster-port")["cluster-port"]
+                assert int(bus) == server.ports["--cluster-port"]
+
+
+def test_a_server_started_again_keeps_its_port() -> None:
+    # Clients hold its URL across a restart (the fault tests stop and start
+    # a server under a store).
+    with EmbeddedServer(server_binary("path")) as server:
+        port = server.port
+        server.stop()
+        server.start()
+        assert server.port == port
+        with redis.Redis(port=port) as client:
+            assert client.ping()
+        server.stop()
+        # Taken meanwhile: an error, not a server at another address.
+        with socket.socket() as taken:
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            taken.bind(("127.0.0.1", port))
+            taken.listen()
+            with pytest.raises(EmbeddedServerError, match="did not start on port"):
+                server.start()
+        assert server.port == port
 
 
 def test_a_port_given_and_taken_is_a_clear_error() -> None:
     with held_port() as taken:
-        server = EmbeddedServer(server_binary("path"), port=taken.getsockname()[1])
-        with pytest.raises(EmbeddedServerError, match="did not start on port"):
-            server.start()
-        server.close()
+        for options in ((), ("--cluster-port",)):
+            server = EmbeddedServer(server_binary("path"), port=taken.getsockname()[1], port_options=options)
+            if options:
+                server.args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+            with pytest.raises(EmbeddedServerError, match="did not start on port"):
+                server.start()
+            server.close()

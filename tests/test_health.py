@@ -333,7 +333,7 @@ async def test_a_down_mark_goes_with_its_outage(redis_url: str) -> None:
     a capacity of thousands, and the app overloaded again 16 s later
     where the same room without the outage waited 65 s)."""
 
-    async def cuts(outage: bool) -> tuple[list[int], bytes | None]:
+    async def cuts(outage: bool) -> tuple[list[int], object]:
         store = Store(connect(redis_url, 5.0), prefix=f"qgd{time.time_ns()}")
         the_room = room(rate=2, target=Health(p95_ms=300, max_error_rate=0.02, floor=2, settle=5))
         try:
