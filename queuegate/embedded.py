@@ -98,7 +98,8 @@ class EmbeddedServer:
     A free port is free when it is chosen, not when the server binds it:
     another process (or an outgoing connection's ephemeral port) may take it
     in between. A server that finds a port it was not given taken is
-    started again on new ones, up to ``START_TRIES`` times."""
+    started again on new ones, up to ``START_TRIES`` times; once it has
+    started, its port is kept (only ``port_options``' may move)."""
 
     START_TRIES = 5
 
