@@ -77,11 +77,13 @@ async def simulate(
     floor: int = 1,
     ceiling: int | None = None,
     pins: dict[int, int | None] | None = None,
+    settle: float = SETTLE_S,
 ) -> Run:
     """One run of ``family``'s plant for ``seed``: the adaptive room, or a
     fixed rate for each second (``fixed``; no Redis needed). ``floor`` and
     ``ceiling`` bound the room; ``pins``: at a second, the operator pins the
-    rate (a number) or gives it back to the controller (None)."""
+    rate (a number) or gives it back to the controller (None); ``settle``:
+    the room's ``Health.settle`` (s)."""
     plant, target, extra = make_plant(family, seed, phase_seconds)
     run = Run(plant, target)
     # A plant the room can never load comes with the most visitors who
@@ -109,7 +111,7 @@ async def simulate(
             abandon=3600.0,
             client_limit=0,
             target=Health(
-                p95_ms=target, settle=SETTLE_S, max_error_rate=MAX_ERRORS, floor=floor, ceiling=ceiling
+                p95_ms=target, settle=settle, max_error_rate=MAX_ERRORS, floor=floor, ceiling=ceiling
             ),
         )
         await store.stats(room, now=T0)
