@@ -164,6 +164,7 @@ def more_routers() -> dict[str, Callable[[], ASGIApp]]:
         "litestar": frameworks.litestar_app,
         "falcon": frameworks.falcon_app,
         "sanic": frameworks.sanic_app,
+        "blacksheep": frameworks.blacksheep_app,
     }
 
 

@@ -141,3 +141,42 @@ def sanic_app() -> ASGIApp:
 
     app.add_websocket_route(feed, "/checkout/ws", name="feed")
     return app
+
+
+def blacksheep_app() -> ASGIApp:
+    from blacksheep import Application, Request, Response, WebSocket
+    from blacksheep.server.responses import text
+
+    app = Application()
+
+    async def protected(request: Request) -> Response:
+        answer = text("checkout")
+        answer.add_header(b"x-oracle", oracle(request.scope, request.method).encode())
+        return answer
+
+    async def open_page(request: Request) -> Response:
+        answer = text("open")
+        answer.add_header(b"x-oracle", b"OPEN")
+        return answer
+
+    # BlackSheep reads a handler's annotations to bind its parameters, and
+    # this module's are strings (PEP 563) naming this function's imports.
+    for handler in (protected, open_page):
+        handler.__annotations__ = {"request": Request, "return": Response}
+
+    for path in PROTECTED_GET_POST:
+        app.router.add_get(path, protected)
+        app.router.add_post(path, protected)
+    for method in ALL_METHODS:
+        app.router.add(method, "/checkout-any/*", protected)
+        app.router.add(method, "/{page}", open_page)
+        app.router.add(method, "/files/*", open_page)
+    app.router.add_get("/", open_page)
+
+    async def feed(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.send_text(oracle(websocket.scope, "GET"))
+
+    feed.__annotations__ = {"websocket": WebSocket, "return": None}
+    app.router.add_ws("/checkout/ws", feed)
+    return app
