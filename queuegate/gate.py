@@ -11,6 +11,7 @@ handshake (a websocket). Everything that can be prepared is prepared in
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import logging
@@ -288,15 +289,19 @@ class QueueGate:
 
     def _warming_receive(self, receive: Receive) -> Receive:
         """At startup, connect to Redis and load the scripts before the app
-        starts, so the first requests keep their whole deadline. Redis not
-        answering is logged, never fatal: gated requests fail closed (or
-        open, as configured) until it answers."""
+        starts, so the first requests keep their whole deadline, and make
+        each room of the code known in Redis (templates aside), so that the
+        console, a Store and the back office can pause it or set its rate
+        before its first visitor. Redis not answering is logged, never
+        fatal: gated requests fail closed (or open, as configured) until it
+        answers."""
 
         async def warming_receive() -> Message:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 try:
                     await self.store.warm()
+                    await asyncio.gather(*(self.store.stats(self.rooms[name].room) for name in self.rooms))
                 except StoreError as exc:
                     logger.warning(
                         "queuegate: Redis did not answer at startup (%s); gated requests are answered "

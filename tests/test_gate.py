@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from queuegate import QueueGate, Room, admission
 
-from .conftest import ALL_KINDS, SECRET, MakeGate, call_asgi, client_for, http_scope
+from .conftest import ALL_KINDS, SECRET, MakeGate, call_asgi, client_for, http_scope, lifespan_app, running
 
 # Run on every kind of server: Redis, Valkey and a Redis Cluster.
 SERVER_KINDS = ALL_KINDS
@@ -477,3 +477,27 @@ async def test_the_page_after_leaving_has_a_way_back_in_the_visitors_language(ma
         assert '<a href="/shop/">' in body.decode()
         json_left = await first.post("/_queuegate/leave/sale", headers={"accept": "application/json"})
         assert json_left.json()["state"] == "left"
+
+
+async def test_the_rooms_of_the_code_are_known_in_redis_once_the_app_has_started(
+    make_gate: MakeGate, redis_url: str
+) -> None:
+    """Before the launch, the operator pauses the room or sets its rate from
+    the console, a Store or the back office: those name the room, and
+    refused it ("no room named 'sale' has been used yet") until a first
+    visitor came. The gate's startup makes each room of the code known;
+    a template makes no room until a value calls for it."""
+    from queuegate.store import Store, connect
+
+    rooms = [Room("sale", paths=["/checkout"], rate=5), Room("event-{id}", paths=["/e/{id}"], rate=5)]
+    gate = await make_gate(lifespan_app, rooms=rooms)
+    operator = Store(connect(redis_url, 2.0), prefix=gate.store.prefix)  # the console's, in another process
+    try:
+        async with running(gate):
+            assert await operator.room_names() == ["sale"]
+            await operator.configure("sale", status="paused", rate=7)
+            async with client_for(gate) as client:
+                assert (await client.get("/checkout")).status_code == 503  # paused before anyone came
+            assert (await operator.stats("sale"))["rate"] == 7
+    finally:
+        await operator.aclose()
