@@ -175,3 +175,25 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         assert not failures, "\n".join(failures)
 
     assert in_redis(redis_url, lambda store: store.stats("sale"))["rate"] == 7
+
+
+def test_the_back_office_of_no_room_says_so_once_it_knows(redis_url: str, browser: Any) -> None:
+    """Before its first answer the table says it is loading, not that there
+    are no rooms (a demo's back office said "no rooms yet" for its first
+    moment, with eight visitors in the line); an answer without rooms says
+    so, and where rooms come from."""
+    office_store = Store(connect(redis_url, 5.0), prefix="qg-no-room-yet")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await office_store.aclose()
+
+    app = Starlette(routes=[Mount("/ops", admin.app(office_store, secret=SECRET))], lifespan=lifespan)
+    with served(app) as base:
+        page = browser.new_context().new_page()
+        page.goto(f"{base}/ops/login")
+        page.fill("#secret", SECRET)
+        page.click("button[type=submit]")
+        page.wait_for_selector("#rooms td:has-text('no rooms yet: rooms appear once the app has started')")
+        assert page.locator("#rooms tr").count() == 1

@@ -313,6 +313,10 @@
         d.rooms.forEach(function (room) { body.appendChild(roomRow(room)); });
         row = place && body.querySelector("tr[data-room='" + CSS.escape(place[0]) + "']");
         if (row && controls(row)[place[1]]) controls(row)[place[1]].focus({ preventScroll: true });
+      } else if (!d.rooms.length) {
+        var empty = el("tr");
+        empty.appendChild(el("td", { colspan: "13", "class": "note" }, "no rooms yet: rooms appear once the app has started"));
+        clear(body).appendChild(empty);
       }
       if (!selected && d.rooms.length) select(d.rooms[0].room);
       else if (selected) { drawLive(); if (ticks % 2 === 0) loadDetail(); }
