@@ -5,10 +5,17 @@ not an imitation) or from a ``redis-server``/``valkey-server`` found on the
 PATH. The process listens on loopback only, on a free port, keeps its data in
 a temporary folder, and is stopped by ``stop()``, on exit of the ``with``
 block, at interpreter exit, and (on Linux) when its parent process dies.
+
+For a first run of your own app on a machine without Redis::
+
+    python -m queuegate.embedded [--port 6379]
+
+prints the server's URL and keeps it until Ctrl-C (its data goes with it).
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import ctypes
 import shutil
@@ -246,3 +253,35 @@ class EmbeddedServer:
     def version(self) -> str:
         out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, check=False)
         return out.stdout.strip()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m queuegate.embedded``: a server until Ctrl-C (or SIGTERM)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m queuegate.embedded",
+        description="A private Redis-compatible server on loopback, for a first run; stops on Ctrl-C.",
+    )
+    parser.add_argument("--port", type=int, help="default: a free port")
+    args = parser.parse_args(argv)
+    try:
+        server = EmbeddedServer(port=args.port).start()
+    except EmbeddedServerError as exc:
+        print(f"queuegate.embedded: {exc}", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        print(f"{server.version().split(' sha=')[0]} on 127.0.0.1:{server.port}; Ctrl-C stops it", flush=True)
+        print(f"export QUEUEGATE_REDIS_URL={server.url}", flush=True)
+        while server.process is not None and server.process.poll() is None:
+            time.sleep(0.5)
+        print("queuegate.embedded: the server exited", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not leave the folder behind
+        server.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import redis
@@ -70,3 +75,27 @@ def test_a_port_given_and_taken_is_a_clear_error() -> None:
             with pytest.raises(EmbeddedServerError, match="did not start on port"):
                 server.start()
             server.close()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_python_m_queuegate_embedded_serves_until_stopped_and_leaves_nothing(stop: signal.Signals) -> None:
+    """A first run of one's own app without Redis: the command prints the
+    URL to export, the server answers there, and Ctrl-C (or a SIGTERM)
+    stops it and removes its folder."""
+    before = set(Path(tempfile.gettempdir()).glob("queuegate-server-*"))
+    command = [sys.executable, "-m", "queuegate.embedded"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stderr is not None
+            process.stdout.readline()  # the version and port
+            url = process.stdout.readline().strip().removeprefix("export QUEUEGATE_REDIS_URL=")
+            with redis.Redis.from_url(url) as client:
+                assert client.ping()
+            process.send_signal(stop)
+            assert process.wait(15) == 0, process.stderr.read()
+        finally:
+            process.kill()
+    with pytest.raises(redis.ConnectionError), redis.Redis.from_url(url) as client:
+        client.ping()
+    assert set(Path(tempfile.gettempdir()).glob("queuegate-server-*")) <= before
