@@ -38,6 +38,8 @@ local function join_quickly(r, n)
   local limit, abandon, nobody = r.client_limit, r.abandon, BASE .. 'client:'
   -- Joins that take no checkpoint, counted in the analytics once a call.
   local joined_plainly = 0
+  -- The arrival number of the next join that takes a checkpoint.
+  local checkpoint_at = next_checkpoint(seq + 1)
   -- The places taken so far go into the line (a checkpoint reads it).
   local function place_them()
     local joined = p / 2
@@ -61,9 +63,10 @@ local function join_quickly(r, n)
       line = line + 1
       local wait = quick_estimate(r, rank, line, quiet, 0)
       answers[a + 1], answers[a + 2] = wait, poll_after(wait, abandon)
-      if takes_checkpoint(seq) then
+      if seq == checkpoint_at then
         place_them()
         analytics_joined(seq, wait, function() return quick_estimate(r, rank, line, quiet, slope_step(r.method)) end)
+        checkpoint_at = next_checkpoint(seq + 1)
       else
         joined_plainly = joined_plainly + 1
       end
