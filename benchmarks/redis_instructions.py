@@ -2,7 +2,7 @@
 move with the machine's load, where time on a shared machine moved by a
 factor of three from one day to another.
 
-    python -m benchmarks.redis_instructions [--waiting 5000] [--json]
+    python -m benchmarks.redis_instructions [--waiting 5000] [--json] [--keep DIR]
 
 Runs ``redis-server`` (from the PATH) under valgrind's callgrind, counting
 only inside ``EVALSHA`` and ``FCALL`` (the script, the commands it calls and
@@ -17,7 +17,9 @@ poll's and a join's first parts alone, ending in ``return 1`` (what a call
 pays to build its parts' functions before its own work). Prints
 instructions per join, poll or call. Compare runs of one server build:
 Debian's ``redis-server`` 7.0.15 is what the figures in docs/performance.md come from.
-Needs ``valgrind``.
+Needs ``valgrind``. ``--keep DIR`` keeps each batch's callgrind output there
+(``DIR/join_together.callgrind``) for ``callgrind_annotate``; a
+``redis-server`` built with its symbols names Lua's own functions too.
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ from .report import print_report
 
 ROOM = Room("cost", paths=["/cost"], rate=1, per=3_600_000, abandon=3_600_000)
 TOGETHER = 30
-JOINS = 960
+# Each batch is a multiple of 50 script calls: Redis steps Lua's garbage
+# collector at every 50th call, and a batch of 32 calls held one step or
+# none (about 500 instructions a join either way).
+JOINS = 1500
 POLLS = 300
 # The parts a quick poll runs before its own (inside.lua and quick.lua do
 # work of their own, so they are left out).
@@ -52,8 +57,9 @@ class Callgrind:
     """redis-server under callgrind; ``count`` zeroes the counters, runs a
     batch and reads how many instructions it took inside EVALSHA."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, keep: Path | None = None) -> None:
         self.directory = Path(directory)
+        self.keep = keep
         self.port = free_port()
         self.process = subprocess.Popen(
             [
@@ -78,15 +84,17 @@ class Callgrind:
     def _control(self, flag: str) -> None:
         subprocess.run(["callgrind_control", flag, str(self.process.pid)], check=True, capture_output=True)
 
-    async def count(self, batch: Callable[[], Awaitable[int]]) -> tuple[int, int]:
+    async def count(self, name: str, batch: Callable[[], Awaitable[int]]) -> tuple[int, int]:
         """(instructions, operations) of ``batch``, which returns how many
-        operations it made."""
+        operations it made; its output kept as ``<keep>/<name>.callgrind``."""
         self._control("-z")
         done = await batch()
         before = set(self.directory.glob("callgrind.out*"))
         self._control("-d")
         dump = next(iter(set(self.directory.glob("callgrind.out*")) - before))
         totals = [line for line in dump.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
+        if self.keep is not None:
+            shutil.copyfile(dump, self.keep / f"{name}.callgrind")
         return int(totals[0].split()[1]), done
 
     def close(self) -> None:
@@ -174,7 +182,7 @@ async def measure(counter: Callgrind, waiting: int) -> dict[str, float]:
         ("a_polls_parts_only", parts_only(POLL_PARTS)),
         ("a_joins_parts_only", parts_only(SCRIPTS["join"][:-1])),
     ):
-        instructions, made = await counter.count(batch)
+        instructions, made = await counter.count(name, batch)
         report[name] = round(instructions / made)
     await store.aclose()
     return report
@@ -186,12 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--waiting", type=int, default=5000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep each batch's callgrind output in DIR")
     args = parser.parse_args(argv)
     if not (shutil.which("valgrind") and shutil.which("callgrind_control") and shutil.which("redis-server")):
         parser.error("needs valgrind (callgrind_control) and redis-server on the PATH")
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as directory:
-        counter = Callgrind(directory)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        counter = Callgrind(directory, args.keep)
         try:
             report = asyncio.run(measure(counter, args.waiting))
         finally:

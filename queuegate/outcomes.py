@@ -109,17 +109,20 @@ def decode(reply: Sequence[Any]) -> Outcome:
 def decode_joins(reply: Sequence[Any], visitors: Sequence[str]) -> list[Outcome] | None:
     """join.lua's answers for ``visitors``, in order, as enter.lua's would
     be; ``None`` when the room was not settled. The reply is 1, the time,
-    the room's method, then four numbers a join: arrival number, rank,
-    wait and poll interval, or 0, 0, the client's time to wait, 0 for a
-    client over its limit."""
+    the room's method, the arrival counter and the line's length before
+    the joins, then two numbers a join: wait and poll interval, or the
+    client's time to wait and 0 for a client over its limit. Those who
+    joined took the next arrival numbers and ranks, in order."""
     if reply[0] != 1:
         return None
-    now_ms, method, answers = int(reply[1]), text(reply[2]), reply[3]
+    now_ms, method, place, rank, answers = int(reply[1]), text(reply[2]), reply[3], reply[4], reply[5]
     outcomes = []
     for i, visitor in enumerate(visitors):
-        place, rank, wait, poll = answers[4 * i : 4 * i + 4]
-        if place == 0:
+        wait, poll = answers[2 * i], answers[2 * i + 1]
+        if poll == 0:
             outcomes.append(Outcome("limited", now_ms, visitor, eta_ms=wait))
         else:
+            place += 1
             outcomes.append(_waiting(now_ms, visitor, rank, rank + 1, wait, poll, True, method, place))
+            rank += 1
     return outcomes

@@ -215,9 +215,9 @@ class Store(Readings):
         then each is for ``enter``."""
         base = self._base(room.name)
         keys = tuple(base + "client:" + client for _, client in joins)
-        args = [arg for visitor, client in joins for arg in (visitor, "1" if client else "")]
-        reply = await self._call("join", room, now, *args, extra_keys=keys)
-        outcomes = decode_joins(reply, [visitor for visitor, _ in joins])
+        visitors = [visitor for visitor, _ in joins]
+        reply = await self._call("join", room, now, *visitors, extra_keys=keys)
+        outcomes = decode_joins(reply, visitors)
         if outcomes and now is None:
             self.clock.learn(outcomes[0].now_ms)
         return outcomes

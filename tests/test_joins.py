@@ -138,6 +138,12 @@ class JoinMachine(RuleBasedStateMachine):
         keys = [self.store._base(room.name) + "arrivals" for room in self.rooms]
         arrivals = [self.run(self.store.client.zrange(key, 0, -1, withscores=True)) for key in keys]
         assert arrivals[0] == arrivals[1]
+        # Each client's count of tries, and whether it expires.
+        clients = [[self.store._base(room.name) + "client:" + c for c in "abc"] for room in self.rooms]
+        counts = [self.run(self.store.client.mget(keys)) for keys in clients]
+        assert counts[0] == counts[1]
+        expiring = [[self.run(self.store.client.pttl(key)) > 0 for key in keys] for keys in clients]
+        assert expiring[0] == [count is not None for count in counts[0]] == expiring[1]
 
     def teardown(self) -> None:
         self.run(self.store.aclose())

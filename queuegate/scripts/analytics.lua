@@ -183,9 +183,14 @@ local function slope_step(method)
   return method == 'random' and CHECKPOINT_EVERY / 2 or CHECKPOINT_EVERY
 end
 
--- Whether a join with arrival number `seq` takes a checkpoint now.
-local function takes_checkpoint(seq)
-  return cp_at == nil or now - cp_at >= CHECKPOINT_MS or seq % CHECKPOINT_EVERY == 0
+-- The first arrival number from `seq` on whose join takes a checkpoint now
+-- (until one is taken: then ask again): `seq` itself when none was taken
+-- or the last is CHECKPOINT_MS old, else the next multiple of
+-- CHECKPOINT_EVERY. A batch of joins asks once a checkpoint, not at every
+-- join.
+local function next_checkpoint(seq)
+  if cp_at == nil or now - cp_at >= CHECKPOINT_MS then return seq end
+  return seq + (CHECKPOINT_EVERY - seq % CHECKPOINT_EVERY) % CHECKPOINT_EVERY
 end
 
 -- A visitor joined the line with arrival number `seq` and was told
@@ -195,7 +200,7 @@ end
 -- the first join CHECKPOINT_MS after the last one.
 local function analytics_joined(seq, estimate, later)
   an_count('an_j', 1)
-  if not takes_checkpoint(seq) then return end
+  if next_checkpoint(seq) ~= seq then return end
   local slope = -1
   if estimate >= 0 then
     local behind = later()

@@ -86,7 +86,7 @@ else
       result = {'none', now, id}
     elseif challenge > 0 and not proven() then
       result = {'challenge', now, id, challenge}
-    elseif over_client_limit(client_limit, KEYS[6], ARGV[7]) then
+    elseif over_client_limit(client_limit, ARGV[7] == '1' and KEYS[6]) then
       result = {'limited', now, id, redis.call('PTTL', KEYS[6])}
     elseif count == 0 and status == 'open' and not prequeue and room_for(1) > 0 then
       -- Nobody waits and there is room: straight in.

@@ -8,8 +8,8 @@
 if quick_join then
   cp_at = quick_join.cp_at
   local r, id = quick_join.r, ARGV[4]
-  local got = join_quickly(r, {id}, {KEYS[6]}, {ARGV[7]})
-  if got[1] == 0 then return {'limited', now, id, got[3]} end
-  return waiting_answer(r, id, got[2], got[2] + 1, got[3], 1, got[1])
+  local got, seq, line = join_quickly(r, 1)
+  if got[2] == 0 then return {'limited', now, id, got[1]} end
+  return waiting_answer(r, id, line, line + 1, got[1], 1, seq + 1)
 end
 -- per call }

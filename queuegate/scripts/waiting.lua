@@ -4,14 +4,16 @@
 
 -- A new place costs the client one of its `limit` places a minute, so one
 -- client cannot fill the line. `key` counts the client's tries in the
--- minute from its first place (refused ones too; they take no place);
--- `counted` is '1' when it names a real client.
-local function over_client_limit(limit, key, counted)
-  if limit <= 0 or counted ~= '1' then return false end
+-- minute from its first place (refused ones too; they take no place); false
+-- when there is no real client to count.
+local function over_client_limit(limit, key)
+  if limit <= 0 or not key then return false end
   -- A client's first place this minute is one call (most newcomers in a
   -- flood are), the count and its expiry together; later ones count on (a
   -- script sees the time it started at: the key cannot expire in between).
-  if redis.call('SET', key, '1', 'PX', '60000', 'NX') then return false end
+  -- GET: the reply is nil for a first place, not an OK that Lua receives as
+  -- a new table (about 1,900 instructions a join).
+  if not redis.call('SET', key, '1', 'PX', '60000', 'NX', 'GET') then return false end
   return redis.call('INCR', key) > limit
 end
 
