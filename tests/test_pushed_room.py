@@ -237,7 +237,10 @@ def test_redis_work_per_push_does_not_grow_with_open_streams(redis_url: str) -> 
             # Every stream has its place: a first read that Redis did not
             # answer in time (a loaded machine) is made again 5 s later, and
             # was counted as the pushes' work.
-            await asyncio.gather(*(w.placed() for w in watched))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(w.placed() for w in watched)), 20.0)
+            unplaced = [w.events for w in watched if not any(name == "waiting" for name, _ in w.events)]
+            assert not unplaced, unplaced
             counted = fed.reads, fed.resyncs
             client = aioredis.Redis.from_url(redis_url)
             try:
