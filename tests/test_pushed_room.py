@@ -141,43 +141,45 @@ def test_streams_show_the_place_redis_gives_as_the_line_moves(redis_url: str) ->
         # the ticker reached a leaver near the front first.
         said = Said(redis_url, "moving")
         await said.start()
-        async with visitors(base, "/q", 30) as clients:
-            watched = [Watched(c, base, "moving") for c in clients[2:]]  # the first 2 went in
-            await asyncio.gather(*(w.first() for w in watched))
-            draw = random.Random(7)
-            leavers = draw.sample(watched[4:], 6)
-            for w in leavers:
-                await w.client.post(f"{base}/_queuegate/leave/moving")
-                await asyncio.sleep(draw.random() * 0.3)
-            for w in leavers:
-                await asyncio.wait_for(w.ended.wait(), 20.0)
-                assert w.events[-1][0] == "state"
-                assert w.events[-1][1]["state"] == await asyncio.wait_for(said.first_of(w.visitor), 20.0)
-            assert "none" in [w.events[-1][1]["state"] for w in leavers]  # some left while waiting
-            await asyncio.sleep(0.8)
-            operator = Store(connect(redis_url, 5.0))
-            await operator.configure(room, status="paused")  # the line stands still
-            await operator.aclose()
-            truth = await ranks(redis_url, "moving")
-            admitted = [w for w in watched if w not in leavers and w.visitor not in truth]
-            assert admitted  # the ticker let some in meanwhile
-            for w in admitted:
-                await asyncio.wait_for(w.ended.wait(), 20.0)
-                assert w.events[-1][0] == "state"
-                assert w.events[-1][1]["state"] == "active"
-            waiting = [w for w in watched if w.visitor in truth]
-            assert waiting
-            # What the last pushes said reaches a stream at the room's next
-            # flush, or (far back) within a second or half its poll interval.
-            for w in waiting:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(w.shows(truth[w.visitor] + 1), 10.0)
-                name, data = w.events[-1]
-                assert name == "waiting"
-                assert data["position"] == truth[w.visitor] + 1, (w.events[-3:], truth[w.visitor])
-            for w in watched:
-                w.task.cancel()
-        await said.aclose()
+        try:
+            async with visitors(base, "/q", 30) as clients:
+                watched = [Watched(c, base, "moving") for c in clients[2:]]  # the first 2 went in
+                await asyncio.gather(*(w.first() for w in watched))
+                draw = random.Random(7)
+                leavers = draw.sample(watched[4:], 6)
+                for w in leavers:
+                    await w.client.post(f"{base}/_queuegate/leave/moving")
+                    await asyncio.sleep(draw.random() * 0.3)
+                for w in leavers:
+                    await asyncio.wait_for(w.ended.wait(), 20.0)
+                    assert w.events[-1][0] == "state"
+                    assert w.events[-1][1]["state"] == await asyncio.wait_for(said.first_of(w.visitor), 20.0)
+                assert "none" in [w.events[-1][1]["state"] for w in leavers]  # some left while waiting
+                await asyncio.sleep(0.8)
+                operator = Store(connect(redis_url, 5.0))
+                await operator.configure(room, status="paused")  # the line stands still
+                await operator.aclose()
+                truth = await ranks(redis_url, "moving")
+                admitted = [w for w in watched if w not in leavers and w.visitor not in truth]
+                assert admitted  # the ticker let some in meanwhile
+                for w in admitted:
+                    await asyncio.wait_for(w.ended.wait(), 20.0)
+                    assert w.events[-1][0] == "state"
+                    assert w.events[-1][1]["state"] == "active"
+                waiting = [w for w in watched if w.visitor in truth]
+                assert waiting
+                # What the last pushes said reaches a stream at the room's next
+                # flush, or (far back) within a second or half its poll interval.
+                for w in waiting:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(w.shows(truth[w.visitor] + 1), 10.0)
+                    name, data = w.events[-1]
+                    assert name == "waiting"
+                    assert data["position"] == truth[w.visitor] + 1, (w.events[-3:], truth[w.visitor])
+                for w in watched:
+                    w.task.cancel()
+        finally:
+            await said.aclose()
 
     with served(gate_for(redis_url, room)) as base:
         asyncio.run(scenario(base))
