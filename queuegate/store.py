@@ -415,9 +415,9 @@ class Store(Readings):
         name = room if isinstance(room, str) else room.name
         reply = await self._call("stats", room, now, extra_keys=(self._base(name) + "health",))
         out: dict[str, Any] = {}
-        for name, raw in zip(reply[::2], reply[1::2], strict=True):
+        for field, raw in zip(reply[::2], reply[1::2], strict=True):
             value = text(raw)
-            key = text(name)
+            key = text(field)
             if key in ("status", "method", "seed_sha256", "health_reason", "health_changed"):
                 out[key] = value
             elif key.endswith("per_minute") or key in ("max_errors", "error_rate"):
