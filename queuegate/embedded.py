@@ -204,7 +204,9 @@ class EmbeddedServer:
                 if self.process.poll() is not None:
                     break
                 try:
-                    if client.ping():
+                    # Ours, not a server already on the port: that one would
+                    # answer while ours fails to bind.
+                    if client.ping() and int(client.info("server")["process_id"]) == self.process.pid:
                         return
                 except redis.exceptions.BusyLoadingError:
                     pass
@@ -274,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"export QUEUEGATE_REDIS_URL={server.url}", flush=True)
         while server.process is not None and server.process.poll() is None:
             time.sleep(0.5)
-        print("queuegate.embedded: the server exited", file=sys.stderr)
+        print(f"queuegate.embedded: the server exited:\n{server._log_tail()}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0

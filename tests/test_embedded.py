@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -77,14 +77,30 @@ def test_a_port_given_and_taken_is_a_clear_error() -> None:
             server.close()
 
 
+def test_a_port_given_where_another_server_answers_is_a_clear_error() -> None:
+    """A Redis already on the port answers the readiness ping while the new
+    server fails to bind it: `python -m queuegate.embedded --port 6379`
+    printed the other server's URL as its own."""
+    with EmbeddedServer() as other:
+        with pytest.raises(EmbeddedServerError, match=f"did not start on port {other.port}"):
+            EmbeddedServer(port=other.port).start(timeout=5)
+        with redis.Redis.from_url(other.url) as client:
+            assert client.ping()
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
-def test_python_m_queuegate_embedded_serves_until_stopped_and_leaves_nothing(stop: signal.Signals) -> None:
+def test_python_m_queuegate_embedded_serves_until_stopped_and_leaves_nothing(
+    stop: signal.Signals, tmp_path: Path
+) -> None:
     """A first run of one's own app without Redis: the command prints the
     URL to export, the server answers there, and Ctrl-C (or a SIGTERM)
     stops it and removes its folder."""
-    before = set(Path(tempfile.gettempdir()).glob("queuegate-server-*"))
+    # Its folder in a temporary directory of its own (other sessions on the
+    # machine make theirs in the shared one meanwhile).
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
     command = [sys.executable, "-m", "queuegate.embedded"]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+    pipe = subprocess.PIPE
+    with subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True, env=env) as process:
         try:
             assert process.stdout is not None
             assert process.stderr is not None
@@ -98,4 +114,4 @@ def test_python_m_queuegate_embedded_serves_until_stopped_and_leaves_nothing(sto
             process.kill()
     with pytest.raises(redis.ConnectionError), redis.Redis.from_url(url) as client:
         client.ping()
-    assert set(Path(tempfile.gettempdir()).glob("queuegate-server-*")) <= before
+    assert not list(tmp_path.glob("queuegate-server-*"))
