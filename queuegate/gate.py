@@ -301,16 +301,41 @@ class QueueGate:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.store.warm()
-                    await asyncio.gather(*(self.store.stats(self.rooms[name].room) for name in self.rooms))
                 except StoreError as exc:
                     logger.warning(
                         "queuegate: Redis did not answer at startup (%s); gated requests are answered "
                         "as each room's fail setting says until it does",
                         exc,
                     )
+                else:
+                    await self._register_rooms()
             return message
 
         return warming_receive
+
+    async def _register_rooms(self) -> None:
+        """Make each plain room known in Redis, a hundred at a time (each
+        call has a request's deadline); a room that could not be is logged,
+        and appears at its first visitor instead."""
+        rooms = [self.rooms[name].room for name in self.rooms]
+        failed: list[StoreError] = []
+        for start in range(0, len(rooms), 100):
+            done = await asyncio.gather(
+                *(self.store.stats(room) for room in rooms[start : start + 100]), return_exceptions=True
+            )
+            for result in done:
+                if isinstance(result, StoreError):
+                    failed.append(result)
+                elif isinstance(result, BaseException):
+                    raise result
+        if failed:
+            logger.warning(
+                "queuegate: %d of %d rooms could not be registered at startup (%s); each appears to the "
+                "console and the back office at its first visitor",
+                len(failed),
+                len(rooms),
+                failed[0],
+            )
 
     def _closing_send(self, send: Send) -> Send:
         async def closing_send(message: Message) -> None:

@@ -195,5 +195,5 @@ def test_the_back_office_of_no_room_says_so_once_it_knows(redis_url: str, browse
         page.goto(f"{base}/ops/login")
         page.fill("#secret", SECRET)
         page.click("button[type=submit]")
-        page.wait_for_selector("#rooms td:has-text('no rooms yet: rooms appear once the app has started')")
+        page.wait_for_selector("#rooms td:has-text('no rooms yet under this prefix')")
         assert page.locator("#rooms tr").count() == 1

@@ -490,7 +490,7 @@ async def test_the_rooms_of_the_code_are_known_in_redis_once_the_app_has_started
     from queuegate.store import Store, connect
 
     rooms = [Room("sale", paths=["/checkout"], rate=5), Room("event-{id}", paths=["/e/{id}"], rate=5)]
-    gate = await make_gate(lifespan_app, rooms=rooms)
+    gate = await make_gate(lifespan_app, rooms=rooms, prefix="qg-known-at-start")
     operator = Store(connect(redis_url, 2.0), prefix=gate.store.prefix)  # the console's, in another process
     try:
         async with running(gate):

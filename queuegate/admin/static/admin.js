@@ -315,7 +315,7 @@
         if (row && controls(row)[place[1]]) controls(row)[place[1]].focus({ preventScroll: true });
       } else if (!d.rooms.length) {
         var empty = el("tr");
-        empty.appendChild(el("td", { colspan: "13", "class": "note" }, "no rooms yet: rooms appear once the app has started"));
+        empty.appendChild(el("td", { colspan: "13", "class": "note" }, "no rooms yet under this prefix: a room appears when the app starts (without a lifespan, at its first visitor)"));
         clear(body).appendChild(empty);
       }
       if (!selected && d.rooms.length) select(d.rooms[0].room);
