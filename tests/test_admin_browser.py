@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from queuegate import Health, Room, Store, admin
+from queuegate.embedded import free_port
 from queuegate.store import connect
 
 from .conftest import chromium_or_skip, served
@@ -197,3 +198,24 @@ def test_the_back_office_of_no_room_says_so_once_it_knows(redis_url: str, browse
         page.click("button[type=submit]")
         page.wait_for_selector("#rooms td:has-text('no rooms yet under this prefix')")
         assert page.locator("#rooms tr").count() == 1
+
+
+def test_the_back_office_without_redis_says_so_in_its_table(browser: Any) -> None:
+    """Redis not answering: the table says it could not load the rooms (it
+    said "loading the rooms…" for good, the reason only in the clock's
+    line)."""
+    dead_port = free_port()  # nothing listens there: a Redis that is down
+    office_store = Store(connect(f"redis://127.0.0.1:{dead_port}/0", 0.5))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await office_store.aclose()
+
+    app = Starlette(routes=[Mount("/ops", admin.app(office_store, secret=SECRET))], lifespan=lifespan)
+    with served(app) as base:
+        page = browser.new_context().new_page()
+        page.goto(f"{base}/ops/login")
+        page.fill("#secret", SECRET)
+        page.click("button[type=submit]")
+        page.wait_for_selector("#rooms td:has-text('could not load the rooms')")

@@ -293,7 +293,13 @@
   }
 
   // -- polling ------------------------------------------------------------
-  var ticks = 0;
+  var ticks = 0, loaded = false;
+  // The rooms table's one line of text, in place of its rows.
+  function note(text) {
+    var row = el("tr");
+    row.appendChild(el("td", { colspan: "13", "class": "note" }, text));
+    clear(document.getElementById("rooms")).appendChild(row);
+  }
   function refresh() {
     api("GET", "api/rooms").then(function (d) {
       d.rooms.forEach(function (room) {
@@ -314,17 +320,19 @@
         row = place && body.querySelector("tr[data-room='" + CSS.escape(place[0]) + "']");
         if (row && controls(row)[place[1]]) controls(row)[place[1]].focus({ preventScroll: true });
       } else if (!d.rooms.length) {
-        var empty = el("tr");
-        empty.appendChild(el("td", { colspan: "13", "class": "note" }, "no rooms yet under this prefix: a room appears when the app starts (without a lifespan, at its first visitor)"));
-        clear(body).appendChild(empty);
+        note("no rooms yet under this prefix: a room appears when the app starts (without a lifespan, at its first visitor)");
       }
+      loaded = true;
       if (!selected && d.rooms.length) select(d.rooms[0].room);
       else if (selected) { drawLive(); if (ticks % 2 === 0) loadDetail(); }
       document.getElementById("clock").textContent = "live · " + new Date(d.now).toLocaleTimeString();
       document.getElementById("simulate").hidden = !d.virtual_visitors;
       simulationStatus(d.simulation);
       ticks += 1;
-    }).catch(function (err) { document.getElementById("clock").textContent = "offline: " + err.message; });
+    }).catch(function (err) {
+      document.getElementById("clock").textContent = "offline: " + err.message;
+      if (!loaded) note("could not load the rooms: " + err.message + " (trying again)");
+    });
     api("GET", "api/activity?count=30").then(function (d) {
       activityList(document.getElementById("activity"), d.activity);
     }).catch(function () {});
