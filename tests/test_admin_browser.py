@@ -178,44 +178,38 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
     assert in_redis(redis_url, lambda store: store.stats("sale"))["rate"] == 7
 
 
-def test_the_back_office_of_no_room_says_so_once_it_knows(redis_url: str, browser: Any) -> None:
-    """Before its first answer the table says it is loading, not that there
-    are no rooms (a demo's back office said "no rooms yet" for its first
-    moment, with eight visitors in the line); an answer without rooms says
-    so, and where rooms come from."""
-    office_store = Store(connect(redis_url, 5.0), prefix="qg-no-room-yet")
+def rooms_table_says(browser: Any, store: Store, text: str) -> Any:
+    """Signs in to a back office on ``store`` and waits for the rooms table
+    to say ``text``; returns the page."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        await office_store.aclose()
+        await store.aclose()
 
-    app = Starlette(routes=[Mount("/ops", admin.app(office_store, secret=SECRET))], lifespan=lifespan)
+    app = Starlette(routes=[Mount("/ops", admin.app(store, secret=SECRET))], lifespan=lifespan)
     with served(app) as base:
         page = browser.new_context().new_page()
         page.goto(f"{base}/ops/login")
         page.fill("#secret", SECRET)
         page.click("button[type=submit]")
-        page.wait_for_selector("#rooms td:has-text('no rooms yet under this prefix')")
-        assert page.locator("#rooms tr").count() == 1
+        page.wait_for_selector(f"#rooms td:has-text('{text}')")
+        return page
+
+
+def test_the_back_office_of_no_room_says_so_once_it_knows(redis_url: str, browser: Any) -> None:
+    """Before its first answer the table says it is loading, not that there
+    are no rooms (a demo's back office said "no rooms yet" for its first
+    moment, with eight visitors in the line); an answer without rooms says
+    so, and where rooms come from."""
+    store = Store(connect(redis_url, 5.0), prefix="qg-no-room-yet")
+    page = rooms_table_says(browser, store, "no rooms yet under this prefix")
+    assert page.locator("#rooms tr").count() == 1
 
 
 def test_the_back_office_without_redis_says_so_in_its_table(browser: Any) -> None:
     """Redis not answering: the table says it could not load the rooms (it
     said "loading the rooms…" for good, the reason only in the clock's
     line)."""
-    dead_port = free_port()  # nothing listens there: a Redis that is down
-    office_store = Store(connect(f"redis://127.0.0.1:{dead_port}/0", 0.5))
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await office_store.aclose()
-
-    app = Starlette(routes=[Mount("/ops", admin.app(office_store, secret=SECRET))], lifespan=lifespan)
-    with served(app) as base:
-        page = browser.new_context().new_page()
-        page.goto(f"{base}/ops/login")
-        page.fill("#secret", SECRET)
-        page.click("button[type=submit]")
-        page.wait_for_selector("#rooms td:has-text('could not load the rooms')")
+    down = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there: a Redis that is down
+    rooms_table_says(browser, Store(connect(down, 0.5)), "could not load the rooms")
