@@ -42,8 +42,23 @@ def resume(server: EmbeddedServer) -> None:
 
 
 async def at_moments(call: object) -> list[tuple[float, float]]:
-    """Run ``call()`` at each moment into the hang; (moment, seconds taken)."""
+    """Run ``call()`` at each moment into the hang; (moment, seconds taken
+    beyond what the event loop itself was late meanwhile). A machine that
+    stalls the whole process (a loaded CI run: 0.437 s for a call at the
+    hang's start) delays a timer by that stall whatever the code does; a
+    probe that sleeps 5 ms at a time measures it, and the longest stall of
+    the run is taken off each call's time. A call that waits for the
+    connection's silence limit instead of its own deadline (0.65-1.33 s
+    before the fix) does so with the loop idle: no stall excuses it."""
     start = time.monotonic()
+    stalls = [0.0]
+    done = asyncio.Event()
+
+    async def probe() -> None:
+        while not done.is_set():
+            before = time.monotonic()
+            await asyncio.sleep(0.005)
+            stalls.append(time.monotonic() - before - 0.005)
 
     async def one(moment: float) -> tuple[float, float]:
         await asyncio.sleep(moment - (time.monotonic() - start))
@@ -51,7 +66,13 @@ async def at_moments(call: object) -> list[tuple[float, float]]:
         await call()  # type: ignore[operator]
         return moment, time.monotonic() - began
 
-    return list(await asyncio.gather(*(one(m) for m in MOMENTS)))
+    watching = asyncio.create_task(probe())
+    try:
+        taken = list(await asyncio.gather(*(one(m) for m in MOMENTS)))
+    finally:
+        done.set()
+        await watching
+    return [(moment, seconds - max(stalls)) for moment, seconds in taken]
 
 
 async def test_pipeline_calls_fail_within_their_own_timeout_at_every_moment_of_a_hang(
