@@ -12,6 +12,7 @@ import itertools
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -155,18 +156,24 @@ def most_rate(plant: SimPlant) -> float:
     return max(capacity_rate(plant, share) for share in plant.phases)
 
 
-# Derandomized: the same plants on every run (a young room's known limit,
-# below, made a random draw fail now and then).
-@settings(
-    max_examples=6,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(
-    family=st.sampled_from(["pool", "processor", "delayed", "delayed_unseen_pages", "shedding"]),
-    seed=st.integers(0, 10**6),
-)
+def drawn_plants(families: list[str], examples: int) -> Callable[[Any], Any]:
+    """Hypothesis over ``families`` and their seeds, derandomized: the same
+    plants on every run (a young room's known limit, below, made a random
+    draw fail now and then)."""
+
+    def decorate(test: Any) -> Any:
+        test = given(family=st.sampled_from(families), seed=st.integers(0, 10**6))(test)
+        return settings(
+            max_examples=examples,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.function_scoped_fixture],
+        )(test)
+
+    return decorate
+
+
+@drawn_plants(["pool", "processor", "delayed", "delayed_unseen_pages", "shedding"], 6)
 async def test_no_runaway_and_no_raise_without_headroom(redis_url: str, family: str, seed: int) -> None:
     """Whatever the plant: the rate never goes past twice what the plant can
     serve (the heavy request tens of seconds after admission included), and
@@ -184,16 +191,7 @@ async def no_runaway_and_no_raise_without_headroom(redis_url: str, family: str, 
             assert float(p95) <= run.target_ms, (second, run.rates[second - 1 : second + 1], reason)
 
 
-@settings(
-    max_examples=4,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(
-    family=st.sampled_from(["hang", "outage", "outage_silent", "autoscale", "cold_start"]),
-    seed=st.integers(0, 10**6),
-)
+@drawn_plants(["hang", "outage", "outage_silent", "autoscale", "cold_start"], 4)
 async def test_no_runaway_on_hangs_outages_autoscaling_and_cold_starts(
     redis_url: str, family: str, seed: int
 ) -> None:
