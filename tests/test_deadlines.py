@@ -18,6 +18,7 @@ from queuegate.pipeline import AutoPipeline, pack
 from queuegate.store import connect
 
 from .conftest import MakeGate, call_asgi, http_scope
+from .stalls import LoopStalls
 
 pytestmark = pytest.mark.anyio
 
@@ -42,23 +43,13 @@ def resume(server: EmbeddedServer) -> None:
 
 
 async def at_moments(call: object) -> list[tuple[float, float]]:
-    """Run ``call()`` at each moment into the hang; (moment, seconds taken
-    beyond what the event loop itself was late meanwhile). A machine that
-    stalls the whole process (a loaded CI run: 0.437 s for a call at the
-    hang's start) delays a timer by that stall whatever the code does; a
-    probe that sleeps 5 ms at a time measures it, and the longest stall of
-    the run is taken off each call's time. A call that waits for the
-    connection's silence limit instead of its own deadline (0.65-1.33 s
-    before the fix) does so with the loop idle: no stall excuses it."""
+    """Run ``call()`` at each moment into the hang; the (moment, seconds)
+    of the calls that took longer than the timeout and its margin beyond
+    what the event loop itself was late meanwhile (``tests.stalls``: a call
+    at the hang's start took 0.437 s in a loaded CI run). A call that waits
+    for the connection's silence limit instead of its own deadline
+    (0.65-1.33 s before the fix) does so with the loop idle."""
     start = time.monotonic()
-    stalls = [0.0]
-    done = asyncio.Event()
-
-    async def probe() -> None:
-        while not done.is_set():
-            before = time.monotonic()
-            await asyncio.sleep(0.005)
-            stalls.append(time.monotonic() - before - 0.005)
 
     async def one(moment: float) -> tuple[float, float]:
         await asyncio.sleep(moment - (time.monotonic() - start))
@@ -66,13 +57,9 @@ async def at_moments(call: object) -> list[tuple[float, float]]:
         await call()  # type: ignore[operator]
         return moment, time.monotonic() - began
 
-    watching = asyncio.create_task(probe())
-    try:
-        taken = list(await asyncio.gather(*(one(m) for m in MOMENTS)))
-    finally:
-        done.set()
-        await watching
-    return [(moment, seconds - max(stalls)) for moment, seconds in taken]
+    async with LoopStalls() as stalls:
+        taken = await asyncio.gather(*(one(m) for m in MOMENTS))
+    return stalls.late(taken, TIMEOUT + MARGIN)
 
 
 async def test_pipeline_calls_fail_within_their_own_timeout_at_every_moment_of_a_hang(
@@ -90,10 +77,9 @@ async def test_pipeline_calls_fail_within_their_own_timeout_at_every_moment_of_a
                 await pipe.send(pack("PING"))
 
         try:
-            taken = await at_moments(ping)
+            late = await at_moments(ping)
         finally:
             resume(own_server)
-        late = [(moment, round(seconds, 3)) for moment, seconds in taken if seconds > TIMEOUT + MARGIN]
         assert not late, f"calls answered after timeout + margin: {late}"
         await asyncio.sleep(1.2)  # the silent connection is given up; the next call opens a new one
         assert await pipe.send(pack("PING")) == b"PONG"
@@ -122,11 +108,10 @@ async def test_gate_answers_within_timeout_during_a_hang_and_leaves_no_ghost_pla
         statuses.append(status)
 
     try:
-        taken = await at_moments(newcomer)
+        late = await at_moments(newcomer)
     finally:
         resume(own_server)
     assert statuses == [503] * len(MOMENTS)
-    late = [(moment, round(seconds, 3)) for moment, seconds in taken if seconds > TIMEOUT + MARGIN]
     assert not late, f"requests answered after timeout + margin: {late}"
     # Redis now runs whatever it had read of those joins: each is past its
     # deadline, so none takes a place. Read by a store of its own with 5 s

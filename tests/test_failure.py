@@ -13,11 +13,12 @@ from queuegate import Room
 from queuegate.embedded import EmbeddedServer
 
 from .conftest import MakeGate, client_for, lifespan_app, running
+from .stalls import LoopStalls
 
 pytestmark = pytest.mark.anyio
 
 TIMEOUT = 0.2
-MARGIN = 0.3  # scheduling slack on a loaded 2-core machine
+MARGIN = 0.3  # scheduling slack on a loaded 2-core machine, beyond the event loop's own stalls
 
 
 @pytest.fixture
@@ -56,9 +57,11 @@ async def test_closed_mode_answers_503_in_time_when_redis_dies_then_recovers(
     async with client_for(gate) as admitted, client_for(gate) as other:
         assert (await admitted.get("/checkout")).status_code == 200
         own_server.kill()
-        for client in (admitted, other, admitted, other):
-            status, elapsed, headers = await _timed_get(client)
-            assert elapsed < TIMEOUT + MARGIN
+        async with LoopStalls() as stalls:
+            answers = [(client, await _timed_get(client)) for client in (admitted, other, admitted, other)]
+        late = stalls.late(((i, elapsed) for i, (_, (_, elapsed, _)) in enumerate(answers)), TIMEOUT + MARGIN)
+        assert not late, late
+        for client, (status, _, headers) in answers:
             if client is admitted:
                 # Admitted before the outage, its session still running: not
                 # thrown out mid-checkout.
@@ -81,11 +84,11 @@ async def test_closed_mode_answers_503_in_time_when_redis_dies_then_recovers(
 async def test_open_mode_forwards_in_time_and_counts(make_gate: MakeGate, own_server: EmbeddedServer) -> None:
     gate = await make_gate(rooms=[room("open")], redis=own_server.url, timeout=TIMEOUT)
     own_server.kill()
-    async with client_for(gate) as client:
-        for _ in range(3):
-            status, elapsed, _ = await _timed_get(client)
-            assert status == 200
-            assert elapsed < TIMEOUT + MARGIN
+    async with client_for(gate) as client, LoopStalls() as stalls:
+        answers = [await _timed_get(client) for _ in range(3)]
+    assert [status for status, _, _ in answers] == [200] * 3
+    late = stalls.late(enumerate(elapsed for _, elapsed, _ in answers), TIMEOUT + MARGIN)
+    assert not late, late
     assert gate.counters["failed_open"] == 3
 
 
@@ -94,11 +97,11 @@ async def test_silent_redis_is_cut_off_at_the_timeout(
     make_gate: MakeGate, black_hole: str, fail: str
 ) -> None:
     gate = await make_gate(rooms=[room(fail)], redis=black_hole, timeout=TIMEOUT)
-    async with client_for(gate) as client:
+    async with client_for(gate) as client, LoopStalls() as stalls:
         results = await asyncio.gather(*(_timed_get(client) for _ in range(5)))
-    for status, elapsed, _ in results:
-        assert status == (503 if fail == "closed" else 200)
-        assert elapsed < TIMEOUT + MARGIN
+    assert [status for status, _, _ in results] == [503 if fail == "closed" else 200] * 5
+    late = stalls.late(enumerate(elapsed for _, elapsed, _ in results), TIMEOUT + MARGIN)
+    assert not late, late
 
 
 async def test_status_and_leave_report_unavailable(make_gate: MakeGate, black_hole: str) -> None:
@@ -130,13 +133,16 @@ async def test_a_cluster_out_of_reach_is_an_outage_in_time(
     while the outage lasts."""
     port = dead_port if server == "down" else int(black_hole.rsplit(":", 1)[1].split("/")[0])
     gate = await make_gate(rooms=[room(fail)], redis=f"redis+cluster://127.0.0.1:{port}", timeout=TIMEOUT)
-    async with client_for(gate) as client:
+    taken: list[tuple[int, float]] = []
+    async with client_for(gate) as client, LoopStalls() as stalls:
         for moment in range(3):
             results = await asyncio.gather(*(_timed_get(client) for _ in range(3)))
             for status, elapsed, _ in results:
                 assert status == (503 if fail == "closed" else 200), moment
-                assert elapsed < TIMEOUT + MARGIN, moment
+                taken.append((moment, elapsed))
             await asyncio.sleep(0.3)
+    late = stalls.late(taken, TIMEOUT + MARGIN)
+    assert not late, late
     assert gate.counters[f"failed_{fail}"] == 9
 
 
@@ -167,9 +173,11 @@ async def test_startup_without_redis_completes_in_time_and_says_so(
 ) -> None:
     url = black_hole if redis_at == "silent" else f"redis://127.0.0.1:{dead_port}/0"
     gate = await make_gate(lifespan_app, rooms=[room("closed")], redis=url, timeout=TIMEOUT)
-    start = time.monotonic()
-    async with running(gate):
-        assert time.monotonic() - start < TIMEOUT + MARGIN
-        async with client_for(gate) as client:
-            assert (await client.get("/checkout")).status_code == 503  # fails closed, as configured
+    async with LoopStalls() as stalls:
+        start = time.monotonic()
+        async with running(gate):
+            started = time.monotonic() - start
+            async with client_for(gate) as client:
+                assert (await client.get("/checkout")).status_code == 503  # fails closed, as configured
+    assert started - stalls.longest < TIMEOUT + MARGIN
     assert "Redis did not answer at startup" in caplog.text
