@@ -18,6 +18,8 @@ from .settings import ConfigError
 
 __all__ = ["Client", "connect", "redacted"]
 
+URL = "the Redis URL (redis=, QUEUEGATE_REDIS_URL)"  # as the errors name it
+
 
 def redacted(url: str) -> str:
     """A Redis URL fit for logs and messages: any password is masked."""
@@ -53,11 +55,11 @@ def connect(url: str, timeout: float, max_connections: int = 50) -> Client:
                 max_connections=max_connections,
             )
         except ValueError as exc:
-            raise ConfigError(f"redis_url is not valid: {exc}") from None
+            raise ConfigError(f"{URL} is not valid: {exc}") from None
         return cluster
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(
-            "redis_url must start with redis://, rediss://, unix://, redis+cluster:// or "
+            f"{URL} must start with redis://, rediss://, unix://, redis+cluster:// or "
             f"redis+sentinel:// (rediss+ for TLS), got {scheme!r}"
         )
     try:
@@ -73,7 +75,7 @@ def connect(url: str, timeout: float, max_connections: int = 50) -> Client:
             retry=Retry(NoBackoff(), 1),
         )
     except ValueError as exc:
-        raise ConfigError(f"redis_url is not valid: {exc}") from None
+        raise ConfigError(f"{URL} is not valid: {exc}") from None
     # from_pool: closing the client closes the pool and its connections.
     return aioredis.Redis.from_pool(pool)
 
@@ -95,10 +97,10 @@ def _sentinel_client(url: str, timeout: float, max_connections: int) -> aioredis
         names = [unquote(part) for part in parts.path.split("/") if part]
         db = int(names[1]) if len(names) > 1 else 0
     except ValueError as exc:
-        raise ConfigError(f"redis_url is not a valid redis+sentinel:// URL: {exc}") from None
+        raise ConfigError(f"{URL} is not a valid redis+sentinel:// URL: {exc}") from None
     if not names or not all(host for host, _ in hosts):
         raise ConfigError(
-            "redis_url: a sentinel URL names the sentinels and the master, like "
+            f"{URL}: a sentinel URL names the sentinels and the master, like "
             "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster"
         )
     query = dict(parse_qsl(parts.query))
@@ -113,7 +115,7 @@ def _sentinel_client(url: str, timeout: float, max_connections: int) -> aioredis
         "username": query.pop("sentinel_username", None),
     }
     if query:
-        raise ConfigError(f"redis_url: unknown sentinel URL argument(s) {', '.join(sorted(query))}")
+        raise ConfigError(f"{URL}: unknown sentinel URL argument(s) {', '.join(sorted(query))}")
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         hosts,
         sentinel_kwargs={**common, **{k: v for k, v in sentinel_auth.items() if v is not None}},

@@ -122,41 +122,53 @@ class QueueGate:
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.app = app
-        settings = Settings.load(
-            environ,
-            secret_key=secret_key,
-            rooms=rooms,
-            redis_url=redis if isinstance(redis, str) else None,
-            prefix=prefix,
-            cookie_secure=cookie_secure,
-            cookie_max_age=cookie_max_age,
-            timeout=timeout,
-            local_admissions=local_admissions,
-            far_back=far_back,
-            max_connections=max_connections,
-            waiting_status=waiting_status,
-            endpoint=endpoint,
-            bypass_paths=bypass_paths,
-            bypass_secret=bypass_secret,
-            bypass_networks=bypass_networks,
-            trusted_proxies=trusted_proxies,
-            bind_cookie=bind_cookie,
-            language=language,
-        )
-        if not settings.rooms:
-            raise ConfigError("rooms: no room configured; pass rooms=[Room(...)] or set QUEUEGATE_ROOMS")
-        if identify is not None and not callable(identify):
-            raise ConfigError("identify must be a function of the request, returning a user id or None")
-        self._owns_client = not isinstance(redis, (aioredis.Redis, aioredis.RedisCluster))
-        if isinstance(redis, (aioredis.Redis, aioredis.RedisCluster)):
-            client = redis
-        elif settings.redis_url is not None:
-            client = connect(settings.redis_url, settings.timeout, settings.max_connections)
-        else:
-            raise ConfigError(
-                "redis is not set: pass redis='redis://host:6379/0' (or a redis.asyncio "
-                "client) or set QUEUEGATE_REDIS_URL"
+        try:
+            settings = Settings.load(
+                environ,
+                secret_key=secret_key,
+                rooms=rooms,
+                redis_url=redis if isinstance(redis, str) else None,
+                prefix=prefix,
+                cookie_secure=cookie_secure,
+                cookie_max_age=cookie_max_age,
+                timeout=timeout,
+                local_admissions=local_admissions,
+                far_back=far_back,
+                max_connections=max_connections,
+                waiting_status=waiting_status,
+                endpoint=endpoint,
+                bypass_paths=bypass_paths,
+                bypass_secret=bypass_secret,
+                bypass_networks=bypass_networks,
+                trusted_proxies=trusted_proxies,
+                bind_cookie=bind_cookie,
+                language=language,
             )
+            if not settings.rooms:
+                raise ConfigError("rooms: no room configured; pass rooms=[Room(...)] or set QUEUEGATE_ROOMS")
+            if identify is not None and not callable(identify):
+                raise ConfigError("identify must be a function of the request, returning a user id or None")
+            self._owns_client = not isinstance(redis, (aioredis.Redis, aioredis.RedisCluster))
+            if isinstance(redis, (aioredis.Redis, aioredis.RedisCluster)):
+                client = redis
+            elif settings.redis_url is not None:
+                client = connect(settings.redis_url, settings.timeout, settings.max_connections)
+            else:
+                raise ConfigError(
+                    "redis is not set: pass redis='redis://host:6379/0' (or a redis.asyncio "
+                    "client) or set QUEUEGATE_REDIS_URL"
+                )
+        except ConfigError as exc:
+            # Starlette makes an add_middleware gate at the first event the
+            # app is sent: under uvicorn's default --lifespan auto, an error
+            # there is taken for "lifespan unsupported", and then shows only
+            # in each request's 500. Said here as what it is.
+            logger.error(
+                "queuegate: the gate did not start, a setting is wrong: %s (every request answers 500 "
+                "until it is fixed; under uvicorn, --lifespan on stops the server at startup instead)",
+                exc,
+            )
+            raise
         self.settings = settings
         self.store = Store(
             client,

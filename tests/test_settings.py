@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
+import httpx
 import pytest
 
 from queuegate import ConfigError, QueueGate, Room, Settings
+from queuegate.embedded import free_port
 
-from .conftest import SECRET, ok_app
+from .conftest import SECRET, ok_app, wait_for_http
 
 ROOM = Room("sale", paths=["/checkout*"], rate=2, per=10)
 
@@ -52,8 +57,48 @@ def test_missing_secret_and_redis_name_their_settings() -> None:
         QueueGate(ok_app, rooms=[ROOM], secret_key="short", redis="redis://x", environ={})
     with pytest.raises(ConfigError, match="QUEUEGATE_ROOMS"):
         QueueGate(ok_app, secret_key=SECRET, redis="redis://x", environ={})
-    with pytest.raises(ConfigError, match="redis_url"):
+    with pytest.raises(ConfigError, match=r"QUEUEGATE_REDIS_URL\) must start with redis://"):
         QueueGate(ok_app, rooms=[ROOM], secret_key=SECRET, redis="http://x", environ={})
+
+
+MIDDLEWARE_APP = """
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from queuegate import QueueGate, Room
+
+app = Starlette(routes=[Route("/", lambda request: PlainTextResponse("home"))])
+app.add_middleware(QueueGate, rooms=[Room("sale", paths=["/checkout*"], rate=2, per=10)],
+                   secret_key="changeme", redis="redis://127.0.0.1:1/0")
+"""
+
+
+def test_a_wrong_setting_under_uvicorns_default_lifespan_is_said_in_its_log(tmp_path: Path) -> None:
+    """Starlette makes an ``add_middleware`` gate at the lifespan's startup,
+    and uvicorn's default ``--lifespan auto`` takes an error there for a
+    lifespan not supported: the server starts, and each request answers
+    500. The gate's log says which setting is wrong, and what to do."""
+    (tmp_path / "wrong.py").write_text(MIDDLEWARE_APP)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "wrong:app", "--port", str(port), "--no-access-log"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/")
+        assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 500
+    finally:
+        server.terminate()
+        log = server.communicate(timeout=10)[0]
+    assert "lifespan' protocol appears unsupported" in log  # uvicorn's own word for it
+    said = [line for line in log.splitlines() if line.startswith("queuegate: the gate did not start")]
+    assert said, log
+    assert "secret_key" in said[0]
+    assert "at least 16" in said[0]
+    assert "--lifespan on" in said[0]
 
 
 @pytest.mark.parametrize(
