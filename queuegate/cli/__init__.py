@@ -26,9 +26,14 @@ __all__ = ["main"]
 
 def _serve_admin(args: argparse.Namespace, url: str) -> int:
     secret = os.environ.get("QUEUEGATE_ADMIN_SECRET", "")
-    if len(secret) < 12:
+    if not secret:
         raise CommandError(
             "serve-admin: set QUEUEGATE_ADMIN_SECRET (12 characters or more) for its sign-in", 2
+        )
+    if len(secret) < 12:
+        raise CommandError(
+            f"serve-admin: QUEUEGATE_ADMIN_SECRET has {len(secret)} characters; its sign-in needs 12 or more",
+            2,
         )
     try:
         import uvicorn

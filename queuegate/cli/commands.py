@@ -19,7 +19,7 @@ from rich.text import Text
 from ..calls import FAILURES
 from ..console import UNKNOWN, clock, count, duration, milliseconds, per_minute, percent
 from ..settings import ROOM_SETTINGS
-from ..store import Store, StoreError, connect, operator_name
+from ..store import Store, StoreError, connect, operator_name, redacted
 from .parser import DURATIONS, CommandError, T
 
 
@@ -61,7 +61,12 @@ async def _list(ask: Bounded, args: argparse.Namespace) -> Output:
     if args.json:
         return json.dumps([{"room": name, **_readable(row)} for name, row in zip(names, stats, strict=True)])
     if not names:
-        return "no rooms yet"
+        # Said with where it looked: a wrong prefix or database number
+        # finds nothing too.
+        return (
+            f"no rooms yet under the prefix {args.prefix!r} at {redacted(args.url)} (a room is there once "
+            "its app has started, or from its first visitor; check --prefix and the database number)"
+        )
     table = _table()
     table.add_column("room", style="bold")
     table.add_column("status")
@@ -300,6 +305,7 @@ COMMANDS: dict[str, Callable[[Bounded, argparse.Namespace], Awaitable[Output]]] 
 
 async def _run(args: argparse.Namespace, url: str) -> Output:
     # Every change is logged in its room's activity log under this name.
+    args.url = url
     store = Store(connect(url, args.timeout), args.prefix, args.timeout, actor=operator_name("console"))
     try:
         return await COMMANDS[args.command](Bounded(store, args.timeout), args)

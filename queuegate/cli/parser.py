@@ -107,6 +107,33 @@ examples:
 """
 
 
+def _where(parser: argparse.ArgumentParser, *, given_only: bool = False) -> None:
+    """Where the rooms are: the options every command takes. ``given_only``
+    (a command's own parser): set only when given, so that they may come
+    after the command too (``queuegate list --redis URL``) without a
+    command's defaults overriding those given before it."""
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if given_only else value
+
+    parser.add_argument(
+        "--redis", metavar="URL", default=default(None), help="Redis URL (default: $QUEUEGATE_REDIS_URL)"
+    )
+    parser.add_argument(
+        "--prefix",
+        type=_prefix,
+        default=default(os.environ.get("QUEUEGATE_PREFIX", "qg")),
+        help="key prefix (default: $QUEUEGATE_PREFIX or qg)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=SECONDS,
+        default=default(2.0),
+        metavar="SECONDS",
+        help="give up each call to Redis after this long (default: 2)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="queuegate",
@@ -114,20 +141,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--redis", metavar="URL", help="Redis URL (default: $QUEUEGATE_REDIS_URL)")
-    parser.add_argument(
-        "--prefix",
-        type=_prefix,
-        default=os.environ.get("QUEUEGATE_PREFIX", "qg"),
-        help="key prefix (default: $QUEUEGATE_PREFIX or qg)",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=SECONDS,
-        default=2.0,
-        metavar="SECONDS",
-        help="give up each call to Redis after this long (default: 2)",
-    )
+    _where(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     listing = commands.add_parser("list", help="every room with its live numbers")
@@ -229,4 +243,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--seed", type=int, help="for a repeatable run")
     sim.add_argument("--json", action="store_true", help="the summary as JSON, no progress bar")
+    for name, command in commands.choices.items():
+        if name != "simulate":  # (it asks a URL of the app, not Redis)
+            _where(command, given_only=True)
     return parser

@@ -76,9 +76,12 @@ def _summary(progress: Progress, max_seconds: float) -> RenderableType:
     grid.add_row("visitors", f"{progress.visitors:,}")
     grid.add_row("admitted", f"{progress.admitted:,}" + (f" (waits: {waits})" if progress.waits else ""))
     grid.add_row("gave up", f"{progress.gave_up:,} (their patience ran out)")
-    grid.add_row(
-        "still waiting", f"{progress.still_waiting:,} (when the run's {duration(max_seconds)} were up)"
-    )
+    if progress.still_waiting:
+        grid.add_row(
+            "still waiting", f"{progress.still_waiting:,} (when the run's {duration(max_seconds)} were up)"
+        )
+    else:
+        grid.add_row("still waiting", "0")
     grid.add_row("not started", f"{progress.not_started:,}")
     if progress.ungated:
         grid.add_row("not gated", f"{progress.ungated:,} (let through with no queuegate cookie)")
