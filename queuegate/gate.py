@@ -61,8 +61,9 @@ def gate_of(scope: Scope) -> tuple[QueueGate, str]:
     found = scope.get(GATE_KEY)
     if found is None:
         raise RuntimeError(
-            "queuegate: this route is gated, but no QueueGate middleware is in front of the app "
-            "(add app.add_middleware(QueueGate, rooms=[...], ...) or wrap the ASGI app)"
+            "queuegate: this route is gated, but no QueueGate middleware is in front of the app: serve "
+            "the gate, not the app (with gate = QueueGate(app, ...), run `uvicorn module:gate`), or add "
+            "it with app.add_middleware(QueueGate, rooms=[...], ...)"
         )
     return found  # type: ignore[no-any-return]
 
