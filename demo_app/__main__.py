@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"queuegate demo shop:  {base}/", flush=True)
         print(f"gated checkout:       {base}/checkout  ({args.rate} per {args.per:g} s)", flush=True)
         print(f"line kept in:         {where}", flush=True)
+        if server is not None:
+            # The console finds the line where the shop does: this server.
+            print(f"console:              export QUEUEGATE_REDIS_URL={url}", flush=True)
         print(f"back office:          {base}/admin-login?token={token}", flush=True)
         print("Open the checkout in a few browser windows to see the line. Ctrl-C stops.", flush=True)
         app = create_app(

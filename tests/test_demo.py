@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -58,7 +59,7 @@ def test_python_m_demo_app_serves_the_gate_and_stops_on_ctrl_c() -> None:
     )
     try:
         assert process.stdout is not None
-        banner = [process.stdout.readline() for _ in range(4)]
+        banner = [process.stdout.readline() for _ in range(5)]
         assert f"http://127.0.0.1:{port}/" in banner[0]
         assert "embedded" in banner[2]
         server_port = int(banner[2].split("redis://127.0.0.1:")[1].split("/")[0])
@@ -69,6 +70,15 @@ def test_python_m_demo_app_serves_the_gate_and_stops_on_ctrl_c() -> None:
         third = httpx.get(f"{base}/checkout", headers={"accept": "text/html"})
         assert third.status_code == 503
         assert "You are in line" in third.text
+        # The line the demo prints for the console, run as printed, finds its room.
+        export = banner[3].split("console:", 1)[1].strip()
+        assert export == f"export QUEUEGATE_REDIS_URL=redis://127.0.0.1:{server_port}/0"
+        console_env = {**env, "QUEUEGATE_REDIS_URL": export.partition("=")[2]}
+        listing = subprocess.run(
+            [sys.executable, "-m", "queuegate", "list", "--json"],
+            capture_output=True, text=True, env=console_env, timeout=30,
+        )  # fmt: skip
+        assert [(room["room"], room["waiting"]) for room in json.loads(listing.stdout)] == [("checkout", 1)]
         process.send_signal(signal.SIGINT)
         assert process.wait(10) == 0
         with (
