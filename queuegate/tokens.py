@@ -19,6 +19,7 @@ from __future__ import annotations
 import binascii
 import hashlib
 import hmac
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -31,7 +32,11 @@ from itsdangerous.encoding import base64_encode, int_to_bytes, want_bytes
 
 __all__ = ["Token", "Tokens", "new_visitor_id"]
 
+logger = logging.getLogger("queuegate")
+
 VERIFIED_CACHE = 100_000  # tokens remembered per process (about 20 MB at most)
+SIGNATURE_LENGTH = 43  # an HMAC-SHA256 in URL-safe base64, unpadded
+FOREIGN_LOG_INTERVAL = 60.0  # s: cookies signed with no key of ours are logged this often at most
 # HMAC's pads (RFC 2104), as byte translations of the key.
 _INNER_PAD = bytes(x ^ 0x36 for x in range(256))
 _OUTER_PAD = bytes(x ^ 0x5C for x in range(256))
@@ -115,6 +120,12 @@ class Tokens:
         self.max_age = max_age
         self._signer = lru_cache(maxsize=4096)(self._make_signer)
         self._verified: dict[tuple[str, str], tuple[Token, float]] = {}
+        # Well-formed tokens whose signature none of the keys made: processes
+        # signing with different secret keys, a key retired too early, or
+        # edited cookies. Counted, and said in the log once a minute at most.
+        self.foreign = 0
+        self._foreign_said = (0, -FOREIGN_LOG_INTERVAL)  # (the count, time.monotonic()) when last said
+        self._foreign_last = ("", "")  # (room, token) last counted
 
     def _make_signer(self, room: str) -> TimestampSigner:
         return _Signer(self._keys, salt=f"queuegate.room.{room}", digest_method=hashlib.sha256)
@@ -185,9 +196,37 @@ class Tokens:
                 int(place) if place else 0,
                 int(seen) if seen else 0,
             )
-        except (BadData, UnicodeError, ValueError):
+        except BadData:
+            self._foreign(room, token)
+            return None
+        except (UnicodeError, ValueError):
             return None
         if len(self._verified) >= VERIFIED_CACHE:
             self._verified.clear()
         known = self._verified[(room, token)] = (found, issued.timestamp())
         return known
+
+    def _foreign(self, room: str, token: str) -> None:
+        """Count a token that failed, if its signature has the form of ours
+        but none of our keys made it (not one expired, or malformed)."""
+        if (room, token) == self._foreign_last:
+            return  # the same request's cookie read again (a request may read it twice)
+        value, dot, mac = token.rpartition(".")
+        if not dot or len(mac) != SIGNATURE_LENGTH or self._signer(room).verify_signature(value, mac):
+            return
+        self._foreign_last = (room, token)
+        self.foreign += 1
+        count, at = self._foreign_said
+        now = time.monotonic()
+        if now - at < FOREIGN_LOG_INTERVAL:
+            return
+        self._foreign_said = (self.foreign, now)
+        logger.warning(
+            "queuegate: %d cookie(s) since the last such message (this one of room %r) were signed, "
+            "but with none of this process's secret keys. If the app's processes have different "
+            "secret_key (QUEUEGATE_SECRET_KEY), visitors lose their place each time they move between "
+            "them: give every process the same key. Else a key was retired while its cookies were "
+            "still in use, or someone edits cookies (they count as no cookie).",
+            self.foreign - count,
+            room,
+        )

@@ -3,6 +3,7 @@ from the requests' cookies as long as they are valid."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from typing import Any
@@ -16,6 +17,8 @@ from queuegate import Room
 from queuegate import visitors as visitors_module
 from queuegate.tokens import Tokens, _Signer
 from queuegate.visitors import Visitors, cookie
+
+from .conftest import MakeGate, client_for
 
 
 @given(
@@ -145,3 +148,45 @@ def test_the_last_cookie_of_the_room_counts_in_one_header_or_several() -> None:
             assert found is not None
             assert found.visitor == "LastVisitor00000"
             assert cookie(scope, ROOM.cookie) == last
+
+
+@pytest.mark.anyio
+async def test_processes_with_different_secret_keys_are_said_in_the_log(
+    make_gate: MakeGate, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A visitor moving between two processes that sign with different keys
+    loses their place at each move (each process takes the other's cookie
+    for none): a launch-wrecking mistake that was silent. The process that
+    meets a cookie signed with no key of its own says so in the log, once a
+    minute at most; an expired, malformed or missing cookie is not that."""
+    room = Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=0)
+    one = await make_gate(rooms=[room], secret_key="a-key-of-process-one-0123456789")
+    two = await make_gate(rooms=[room], secret_key="a-key-of-process-two-0123456789")
+    same = await make_gate(rooms=[room], secret_key="a-key-of-process-one-0123456789")
+    name = room.cookie.decode()
+    cookies = []
+    async with client_for(one) as first:
+        assert (await first.get("/checkout")).status_code == 200  # the hour's one admission
+    for _ in range(3):
+        async with client_for(one) as visitor:
+            assert (await visitor.get("/checkout")).status_code == 503
+            cookies.append({"cookie": f"{name}={visitor.cookies[name]}", "accept": "application/json"})
+    async with client_for(same) as moved:
+        assert (await moved.get("/checkout", headers=cookies[0])).json()["ahead"] == 0  # the same place
+    assert same.tokens.foreign == 0
+    assert "none of this process's secret keys" not in caplog.text
+    for headers in cookies:
+        async with client_for(two) as moved:
+            answer = await moved.get("/checkout", headers=headers)
+            assert answer.json()["ahead"] >= 3  # a new place at the back: the cookie counted as none
+    assert two.tokens.foreign == 3  # each cookie once, though a request may read it twice
+    said = [r.getMessage() for r in caplog.records if "none of this process's secret keys" in r.getMessage()]
+    assert len(said) == 1, said  # once a minute at most
+    assert said[0].startswith("queuegate: 1 cookie(s) since the last such message (this one of room 'sale')")
+    assert "give every process the same key" in said[0]
+    assert two.tokens.read("sale", "not-a-token") is None  # malformed: not counted
+    expired = Tokens(["a-key-of-process-two-0123456789"], 0)
+    old = two.tokens.issue("sale", "E" * 16)
+    await asyncio.sleep(1.1)
+    assert expired.read("sale", old) is None  # ours, expired: not counted
+    assert (two.tokens.foreign, expired.foreign) == (3, 0)
