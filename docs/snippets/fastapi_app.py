@@ -1,4 +1,4 @@
-"""A FastAPI shop whose checkout has a waiting room: uvicorn fastapi_app:gate"""
+"""A FastAPI shop whose checkout has a waiting room: uvicorn fastapi_app:gate --lifespan on"""
 
 import os
 from typing import Annotated

@@ -1,4 +1,4 @@
-"""A Starlette shop whose checkout has a waiting room: uvicorn starlette_app:app"""
+"""A Starlette shop whose checkout has a waiting room: uvicorn starlette_app:app --lifespan on"""
 
 import os
 
