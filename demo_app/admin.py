@@ -21,6 +21,7 @@ from starlette.routing import Mount, Route
 
 from queuegate import ConfigError, Store, admin
 from queuegate.admin.auth import same_origin
+from queuegate.store import StoreError, UnknownRoom
 
 COOKIE = "demo_admin"
 PAGE = files(__package__).joinpath("admin.html").read_text(encoding="utf-8")
@@ -43,6 +44,7 @@ class ShopControls:
         stock_total: int,
         checkout_delay: dict[str, float] | None = None,
     ) -> None:
+        self.store = store
         self.token = token
         self.stock = stock
         self.restock = restock
@@ -94,7 +96,28 @@ class ShopControls:
     async def page(self, request: Request) -> Response:
         if self.operator(request) is None:
             return _notice("Admin token required", 401)
-        return HTMLResponse(PAGE, headers={"cache-control": "no-store"})
+        body = PAGE.replace("{{loop}}", html.escape(await self.what_slowing_shows()))
+        return HTMLResponse(body, headers={"cache-control": "no-store"})
+
+    async def what_slowing_shows(self) -> str:
+        """The slow-checkout switch's effect on the checkout's room as it is:
+        a rate that follows a health target, or a fixed one (the default)."""
+        try:
+            target = int((await self.store.stats("checkout"))["target_ms"])
+        except (StoreError, UnknownRoom):
+            target = 0
+        if target > 0:
+            return (
+                f"The checkout's room keeps its p95 under {target} ms: slow the checkout past that and "
+                "watch the room lower its rate in the back office (its health column, and the room's "
+                "health chart); at 0 ms again the rate climbs back while people wait."
+            )
+        return (
+            "The checkout's room has a fixed rate (no health target), so a slower checkout only makes "
+            "each of its pages slower. To watch a rate follow the checkout's health, start the demo "
+            "with --target-ms 300 (python -m demo_app --target-ms 300), then slow the checkout past "
+            "300 ms here."
+        )
 
     async def state(self, request: Request) -> Response:
         return JSONResponse(
