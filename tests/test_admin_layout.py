@@ -206,3 +206,4 @@ def test_virtual_visitors_errors_have_reasons_and_give_ups_show_at_once(demo: st
     )
     activity = page.text_content("#activity") or ""
     assert "virtual visitors" in activity
+    assert " · - · " not in activity  # a run concerns no one room: no room shown as "-"

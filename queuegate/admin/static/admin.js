@@ -310,7 +310,9 @@
     if (!entries.length) node.appendChild(el("li", { "class": "note" }, "no changes yet"));
     entries.forEach(function (a) {
       var details = Object.keys(a.details).map(function (k) { return k + " " + JSON.stringify(a.details[k]); }).join(", ");
-      node.appendChild(el("li", {}, new Date(a.at).toLocaleString() + " · " + a.who + " · " + a.room + " · " + a.action + (details ? ": " + details : "")));
+      // "-": an entry of no one room (a run of virtual visitors).
+      var room = a.room === "-" ? "" : a.room + " · ";
+      node.appendChild(el("li", {}, new Date(a.at).toLocaleString() + " · " + a.who + " · " + room + a.action + (details ? ": " + details : "")));
     });
   }
   function loadDetail() {
@@ -395,7 +397,7 @@
     document.getElementById("sim-status").textContent = s.running
       ? "Running, of " + s.visitors + ": " + counts + "; " + s.arriving + " asking for the page, " + s.not_started
         + " not started yet (200 run at once)."
-      : "Last run, of " + s.visitors + ": " + counts + "; median wait " + (s.wait_p50_s === null ? "–" : s.wait_p50_s + " s") + ".";
+      : "Last run, of " + s.visitors + ": " + counts + "; median wait " + (s.wait_p50_s === null ? "–" : seconds(s.wait_p50_s * 1000)) + ".";
     var list = clear(document.getElementById("sim-errors"));
     s.error_reasons.forEach(function (e) { list.appendChild(el("li", {}, e.count + " × " + e.reason)); });
   }
