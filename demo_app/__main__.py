@@ -19,7 +19,7 @@ import uvicorn
 from queuegate.embedded import EmbeddedServer, EmbeddedServerError
 from queuegate.store import redacted
 
-from .shop import PER, RATE, create_app
+from .shop import PER, RATE, SALE_MINUTES, create_app
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="let the checkout's rate follow its health: the p95 to keep it under, ms (0: a fixed rate)",
+    )
+    parser.add_argument(
+        "--sale-minutes",
+        type=float,
+        default=SALE_MINUTES,
+        help=f"how long the sale lasts, minutes ({SALE_MINUTES:g}): then the checkout says it has ended",
     )
     parser.add_argument(
         "--admin-token",
@@ -72,7 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://{shown}:{args.port}"
     try:
         print(f"queuegate demo shop:  {base}/", flush=True)
-        print(f"gated checkout:       {base}/checkout  ({args.rate} per {args.per:g} s)", flush=True)
+        pace = (
+            f"following its health: p95 under {args.target_ms} ms"
+            if args.target_ms
+            else "fixed; --target-ms 300 lets it follow the checkout's health"
+        )
+        print(f"gated checkout:       {base}/checkout  ({args.rate} per {args.per:g} s, {pace})", flush=True)
         print(f"line kept in:         {where}", flush=True)
         if server is not None:
             # The console finds the line where the shop does: this server.
@@ -87,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             target_ms=args.target_ms,
             admin_token=token,
             base_url=base,
+            sale_minutes=args.sale_minutes,
         )
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:

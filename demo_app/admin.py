@@ -10,6 +10,7 @@ sets a cookie that the hook checks.
 from __future__ import annotations
 
 import hmac
+import html
 from collections.abc import Awaitable, Callable
 from importlib.resources import files
 from typing import Any
@@ -20,9 +21,16 @@ from starlette.routing import Mount, Route
 
 from queuegate import ConfigError, Store, admin
 from queuegate.admin.auth import same_origin
+from queuegate.store import StoreError, UnknownRoom
 
 COOKIE = "demo_admin"
 PAGE = files(__package__).joinpath("admin.html").read_text(encoding="utf-8")
+# Where a newcomer finds the token: every page that refuses says so.
+SIGN_IN = (
+    "Open the back office's address that python -m demo_app printed when it started: "
+    "/admin-login?token=... on this site. The token is --admin-token, or "
+    "$QUEUEGATE_DEMO_ADMIN_TOKEN, else a new random one at each start."
+)
 
 
 class ShopControls:
@@ -36,6 +44,7 @@ class ShopControls:
         stock_total: int,
         checkout_delay: dict[str, float] | None = None,
     ) -> None:
+        self.store = store
         self.token = token
         self.stock = stock
         self.restock = restock
@@ -44,7 +53,11 @@ class ShopControls:
         # down, to watch an adaptive room follow.
         self.checkout_delay = checkout_delay if checkout_delay is not None else {"ms": 0.0}
         self.office = admin.app(
-            store, auth=self.operator, visitors_url=base_url, links=[("Shop controls", "/shop-admin")]
+            store,
+            auth=self.operator,
+            visitors_url=base_url,
+            links=[("Shop controls", "/shop-admin")],
+            sign_in=SIGN_IN,
         )
 
     def operator(self, request: Request) -> str | None:
@@ -60,7 +73,7 @@ class ShopControls:
     async def login(self, request: Request) -> Response:
         token = request.query_params.get("token", "")
         if not hmac.compare_digest(token.encode(), self.token.encode()):
-            return HTMLResponse("<h1>Wrong admin token</h1><p>Open the admin URL printed at start.</p>", 401)
+            return _notice("Wrong admin token", 401)
         response = RedirectResponse("/admin/", 303)
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
         return response
@@ -70,9 +83,7 @@ class ShopControls:
     ) -> Callable[[Request], Awaitable[Response]]:
         async def guarded_handler(request: Request) -> Response:
             if self.operator(request) is None:
-                return JSONResponse(
-                    {"error": "admin token required: open the admin URL printed at start"}, 401
-                )
+                return JSONResponse({"error": f"admin token required. {SIGN_IN}"}, 401)
             if request.method == "POST" and not same_origin(request):
                 return JSONResponse({"error": "the change did not come from this site"}, 403)
             try:
@@ -84,10 +95,29 @@ class ShopControls:
 
     async def page(self, request: Request) -> Response:
         if self.operator(request) is None:
-            return HTMLResponse(
-                "<h1>Admin token required</h1><p>Open the admin URL printed at start.</p>", 401
+            return _notice("Admin token required", 401)
+        body = PAGE.replace("{{loop}}", html.escape(await self.what_slowing_shows()))
+        return HTMLResponse(body, headers={"cache-control": "no-store"})
+
+    async def what_slowing_shows(self) -> str:
+        """The slow-checkout switch's effect on the checkout's room as it is:
+        a rate that follows a health target, or a fixed one (the default)."""
+        try:
+            target = int((await self.store.stats("checkout"))["target_ms"])
+        except (StoreError, UnknownRoom):
+            target = 0
+        if target > 0:
+            return (
+                f"The checkout's room keeps its p95 under {target} ms: slow the checkout past that and "
+                "watch the room lower its rate in the back office (its health column, and the room's "
+                "health chart); at 0 ms again the rate climbs back while people wait."
             )
-        return HTMLResponse(PAGE, headers={"cache-control": "no-store"})
+        return (
+            "The checkout's room has a fixed rate (no health target), so a slower checkout only makes "
+            "each of its pages slower. To watch a rate follow the checkout's health, start the demo "
+            "with --target-ms 300 (python -m demo_app --target-ms 300), then slow the checkout past "
+            "300 ms here."
+        )
 
     async def state(self, request: Request) -> Response:
         return JSONResponse(
@@ -121,6 +151,18 @@ class ShopControls:
 
     async def aclose(self) -> None:
         await self.office.state.office.aclose()
+
+
+def _notice(title: str, status: int) -> HTMLResponse:
+    """A refusal that says how to get in, styled as the back office."""
+    return HTMLResponse(
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{title}: queuegate demo</title><link rel='stylesheet' href='/admin/static/admin.css'>"
+        f"</head><body><main class='login'><h1>{title}</h1><p>{html.escape(SIGN_IN)}</p></main>"
+        "</body></html>",
+        status,
+    )
 
 
 async def _json(request: Request) -> dict[str, Any]:

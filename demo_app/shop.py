@@ -25,6 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from queuegate import Health, QueueGate, Room, Store, admission
+from queuegate.store import StoreError, UnknownRoom
 
 from .admin import ShopControls
 
@@ -32,6 +33,13 @@ STOCK = 100
 RATE, PER = 2, 10.0
 EVENTS = {"jazz-night": "Jazz night", "rock-arena": "Rock in the arena", "opera-gala": "Opera gala"}
 SALE_MINUTES = 60.0
+# What the landing page says of a checkout that is not open (docs/guides/rooms.md).
+NOT_OPEN = {
+    "paused": "The checkout lets nobody new in at the moment; everyone waits in a fair line.",
+    "closed": "The checkout is closed at the moment.",
+    "queue_all": "Everyone passes through a fair line at the moment, even with room free.",
+    "passthrough": "Everyone goes straight to the checkout at the moment.",
+}
 # A visitor silent this long (closed the tab) loses their place: short, so
 # that the demo's drop-off shows within a minute or two (the default is 300 s).
 ABANDON = 60.0
@@ -114,6 +122,29 @@ def create_app(
     async def restock() -> None:
         await db.set(stock_key, stock)
 
+    store = Store(db)
+
+    async def how_the_line_moves() -> str:
+        """The checkout's pace as the room has it now: the back office or the
+        console may have changed it since the start."""
+        line = "; everyone else waits in a fair line."
+        try:
+            room = await store.stats("checkout")
+        except (StoreError, UnknownRoom):
+            return "The checkout lets people in a few at a time" + line
+        rate, per, capacity = int(room["rate"]), int(room["per"]) / 1000, int(room["capacity"])
+        if room["status"] in NOT_OPEN:
+            return NOT_OPEN[room["status"]]
+        if rate > 0:
+            pace = f"The checkout lets {rate} {'person' if rate == 1 else 'people'} in every {per:g} seconds"
+            if int(room["target_ms"]) > 0:
+                pace += " for now (the pace follows how fast the checkout answers)"
+            return pace + line
+        if capacity > 0:
+            people = "person" if capacity == 1 else "people"
+            return f"The checkout lets {capacity} {people} in at a time" + line
+        return "The checkout lets everyone in."
+
     async def home(request: Request) -> Response:
         left = await stock_left()
         ends_in = max(0, int(sale_ends - time.time()))
@@ -125,8 +156,7 @@ def create_app(
             f"<p class='countdown' id='countdown' data-left='{ends_in}'>"
             f"{ends_in // 60}:{ends_in % 60:02d}</p>"
             f"<h2>Limited sneakers</h2><p class='price'>€49</p><p class='muted'>{left} of {stock} left. "
-            f"The checkout lets {rate} people in every {per:g} seconds; "
-            "everyone else waits in a fair line. Leave the line, or be silent for "
+            f"{await how_the_line_moves()} Leave the line, or be silent for "
             f"{ABANDON:g} seconds (a closed tab), and your place goes to the next.</p>"
             "<a class='button' href='/checkout'>Buy now</a></div>",
             # At 0:00 the sale is over here too: the checkout says so from then on.
@@ -191,7 +221,6 @@ def create_app(
             "<form method='post'><button type='submit'>Book</button></form></div>",
         )
 
-    store = Store(db)
     office = ShopControls(
         store, admin_token or secrets.token_urlsafe(16), base_url, stock_left, restock, stock, delay
     )

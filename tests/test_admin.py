@@ -119,6 +119,21 @@ async def test_the_secret_signs_in_and_a_wrong_one_does_not(store: Store) -> Non
     assert (await store.stats("sale"))["rate"] == 3
 
 
+async def test_someone_the_app_s_auth_refuses_is_told_how_to_sign_in(store: Store) -> None:
+    """The page said only "Not signed in": now what to do, the integrator's
+    words when given."""
+    async with client_for(mounted(store, auth=lambda request: None)) as stranger:
+        page = await stranger.get("/ops/")
+        assert page.status_code == 401
+        assert "Sign in through the app" in page.text
+        assert 'href="/ops/static/admin.css"' in page.text
+    told = mounted(store, auth=lambda request: None, sign_in="Open <the> link in the runbook.")
+    async with client_for(told) as stranger:
+        page = await stranger.get("/ops/")
+        assert page.status_code == 401
+        assert "Open &lt;the&gt; link in the runbook." in page.text
+
+
 async def test_changes_need_the_page_s_csrf_token_and_origin(store: Store) -> None:
     async with signed_in(mounted(store, secret=SECRET)) as client:
         token = client.headers.pop("x-csrf-token")

@@ -156,6 +156,9 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         # A room with a health target: its p95, target and rate, charted live.
         page.locator("tr[data-room=adaptive] button", has_text="adaptive").click()
         page.wait_for_selector("#health-figure:not([hidden])")
+        # Its target is tuned here (one without a target shows it disabled).
+        page.wait_for_selector("#set-target_ms:not([disabled])")
+        assert page.input_value("#set-target_ms") == "300"
         page.wait_for_function(f"() => ({COUNT_BLUE})('#health-chart') > 50", timeout=10_000)
         assert problems == [], problems
 

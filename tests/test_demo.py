@@ -13,9 +13,13 @@ import sys
 import httpx
 import pytest
 import redis
+import uvicorn
 
+import demo_app.__main__
 from demo_app import create_app
+from queuegate import Store
 from queuegate.embedded import free_port
+from queuegate.store import connect
 
 from .conftest import client_for, running, wait_for_http
 
@@ -177,3 +181,35 @@ async def test_korean_pages_break_between_words(redis_url: str) -> None:
     for body in (page.text, left.text):
         assert 'lang="ko"' in body
         assert ":lang(ko), :lang(ja), :lang(zh) { word-break: keep-all;" in body
+
+
+async def test_the_landing_page_says_the_checkout_s_pace_as_it_is_now(redis_url: str) -> None:
+    """It said "2 people every 10 seconds" whatever the back office had set."""
+    app = create_app(redis_url, rate=2, per=10.0)
+    store = Store(connect(redis_url, 5.0))
+    try:
+        async with running(app), client_for(app) as visitor:
+            assert "lets 2 people in every 10 seconds" in (await visitor.get("/")).text
+            await store.configure("checkout", rate=5, per=20)
+            home = (await visitor.get("/")).text
+            assert "lets 5 people in every 20 seconds" in home
+            assert "2 people" not in home
+            await store.configure("checkout", status="paused")
+            assert "lets nobody new in at the moment" in (await visitor.get("/")).text
+    finally:
+        await store.aclose()
+
+
+def test_the_sale_s_length_is_a_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], redis_url: str
+) -> None:
+    with pytest.raises(SystemExit):
+        demo_app.__main__.main(["--help"])
+    assert "--sale-minutes" in capsys.readouterr().out
+    made: dict[str, object] = {}
+    monkeypatch.setenv("QUEUEGATE_REDIS_URL", redis_url)
+    monkeypatch.setattr(demo_app.__main__, "create_app", lambda url, **options: made.update(options))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: None)
+    assert demo_app.__main__.main(["--port", str(free_port()), "--sale-minutes", "5"]) == 0
+    assert made["sale_minutes"] == 5.0
+    assert "fixed; --target-ms 300" in capsys.readouterr().out

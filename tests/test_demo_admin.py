@@ -36,10 +36,14 @@ async def test_back_office_needs_its_token_and_changes_rooms(redis_url: str) -> 
     app = create_app(redis_url, admin_token=TOKEN)
     async with running(app), client_for(app) as visitor, client_for(app) as admin:
         await visitor.get("/checkout")
-        assert (await admin.get("/admin/")).status_code == 401
         assert (await admin.get("/admin/api/rooms")).status_code == 401
-        assert (await admin.get("/shop-admin")).status_code == 401
-        assert (await admin.get("/admin-login?token=wrong")).status_code == 401
+        # Each refusal says where the token is (the back office's said only
+        # "Not signed in").
+        for path in ("/admin/", "/shop-admin", "/admin-login?token=wrong", "/shop-admin/api/state"):
+            refused = await admin.get(path)
+            assert refused.status_code == 401, path
+            assert "/admin-login?token=" in refused.text, path
+            assert "QUEUEGATE_DEMO_ADMIN_TOKEN" in refused.text, path
         await sign_in(admin)
         stats = (await admin.get("/admin/api/rooms")).json()
         (room,) = stats["rooms"]
@@ -60,7 +64,12 @@ async def test_back_office_needs_its_token_and_changes_rooms(redis_url: str) -> 
         assert "no room named 'nope'" in unknown.json()["error"]
         # Virtual visitors need the shop served: refused clearly in process.
         assert (await admin.post("/admin/api/simulate", json={"visitors": 5})).status_code == 409
-        assert "Shop controls" in (await admin.get("/shop-admin")).text
+        shop = (await admin.get("/shop-admin")).text
+        assert "Shop controls" in shop
+        # Its slow-checkout switch says what it shows on this checkout: a
+        # fixed rate, and the flag that gives it a health target.
+        assert "has a fixed rate (no health target)" in shop
+        assert "--target-ms 300" in shop
         assert (await admin.post("/shop-admin/api/restock", json={})).json() == {"stock": 100}
 
 
@@ -68,6 +77,7 @@ async def test_the_back_office_slows_the_checkout_and_the_adaptive_room_follows(
     app = create_app(redis_url, admin_token=TOKEN, rate=20, per=1.0, target_ms=150)
     async with running(app), client_for(app) as admin:
         await sign_in(admin)
+        assert "keeps its p95 under 150 ms" in (await admin.get("/shop-admin")).text
         visitors = [client_for(app) for _ in range(40)]
         try:
             await asyncio.gather(*(v.get("/checkout") for v in visitors))  # 20 in, 20 waiting

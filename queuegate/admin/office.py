@@ -47,6 +47,15 @@ CSP = (
 )
 SIGN_OUT = '<form method="post" action="logout"><button class="quiet" type="submit">Sign out</button></form>'
 SETTABLE = {*ROOM_SETTINGS, "pinned"}  # every run-time setting; "pinned": None unpins
+SIGN_IN = "Sign in through the app this back office is part of: the app decides who may use it."
+NOTICE = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+    '<meta name="viewport" content="width=device-width, initial-scale=1">'
+    '<meta name="robots" content="noindex">'
+    '<link rel="icon" href="data:,"><title>{title}: queuegate back office</title>'
+    '<link rel="stylesheet" href="{root}static/admin.css"></head>'
+    '<body><main class="login"><h1>{title}</h1><p>{text}</p></main></body></html>'
+)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
 
@@ -58,8 +67,10 @@ class BackOffice:
         guard: Guard,
         visitors_url: str | None,
         links: Sequence[tuple[str, str]],
+        sign_in: str = SIGN_IN,
     ) -> None:
         self.store = store
+        self.sign_in = sign_in
         self.guard = guard
         self.visitors_url = visitors_url.rstrip("/") if visitors_url else None
         self.links = list(links)
@@ -110,7 +121,11 @@ class BackOffice:
         if who is None:
             if self.guard.login_form:
                 return RedirectResponse(self._root(request) + "login", 303)
-            return HTMLResponse("<!doctype html><title>Back office</title><h1>Not signed in</h1>", 401)
+            # Whoever lands here learns how to get in, not only that they are out.
+            notice = NOTICE.format(
+                title="Not signed in", root=html.escape(self._root(request)), text=html.escape(self.sign_in)
+            )
+            return HTMLResponse(notice, 401, headers=_page_headers())
         links = "".join(f'<a href="{html.escape(url)}">{html.escape(text)}</a>' for text, url in self.links)
         body = PAGE.replace("{{root}}", html.escape(self._root(request))).replace("{{who}}", html.escape(who))
         sign_out = SIGN_OUT if self.guard.login_form else ""
@@ -335,6 +350,7 @@ def app(
     secret: str | None = None,
     visitors_url: str | None = None,
     links: Sequence[tuple[str, str]] = (),
+    sign_in: str = SIGN_IN,
 ) -> Starlette:
     """The back office, an ASGI app to mount (``app.mount("/admin", ...)``).
 
@@ -342,9 +358,10 @@ def app(
     be async); or, without it, ``secret`` (12 characters or more) enables a
     sign-in form. With neither, every request is refused. ``visitors_url``
     (the site's base URL) enables virtual visitors; ``links`` adds (text, url)
-    links to the header.
+    links to the header. ``sign_in`` tells someone ``auth`` refused how to
+    sign in (plain text).
     """
-    office = BackOffice(store, Guard(auth, secret), visitors_url, links)
+    office = BackOffice(store, Guard(auth, secret), visitors_url, links, sign_in)
     starlette = Starlette(routes=office.routes())
     starlette.state.office = office
     return starlette

@@ -6,6 +6,8 @@
   var STATUSES = ["open", "paused", "queue_all", "passthrough", "closed"];
   var METHODS = ["fifo", "random"];
   var LIVE_MS = 600000;
+  var NO_TARGET = "No health target in code: give the room one (Room(..., target=Health(p95_ms=300))), then tune it here.";
+  var CONTROLLER = ["target_ms", "max_errors", "floor", "ceiling", "settle"];
   var live = {}; // room -> [[t s], [waiting], [active], [p95 ms], [target ms], [rate or capacity]]
   var selected = null, editing = false, detail = null, charts = {};
 
@@ -39,11 +41,13 @@
     if (ms < 3600000) return (ms / 60000).toFixed(ms < 600000 ? 1 : 0) + " min";
     return (ms / 3600000).toFixed(1) + " h";
   }
+  // "30 s" on one line when a narrow histogram wraps its labels.
+  function unbroken(ms) { return seconds(ms).replace(" ", "\u00a0"); }
   function share(x) { return x === null || x === undefined ? "–" : Math.round(x * 100) + " %"; }
 
   // -- the rooms table ------------------------------------------------------
   var LABELS = ["room", "status", "waiting", "active", "admitted / min", "wait at back", "median wait",
-    "gave up", "rate / per s", "capacity", "target p95 ms", "health", ""];
+    "gave up", "rate / per (s)", "capacity", "target p95 (ms)", "health", ""];
   function roomRow(room) {
     var tr = el("tr", { "data-room": room.room });
     if (room.room === selected) tr.className = "selected";
@@ -68,7 +72,11 @@
     rate.appendChild(r); rate.appendChild(document.createTextNode(" / ")); rate.appendChild(per);
     var cap = el("input", { type: "number", min: "0", value: room.capacity, name: "capacity", "aria-label": label("capacity") });
     cell().appendChild(cap);
-    var target = el("input", { type: "number", min: "0", step: "50", value: room.target_ms, name: "target_ms", "aria-label": label("target p95 in ms") });
+    // A target is given in code (Room(target=Health(...))) and only tuned
+    // here: a room without one has nothing that would measure it.
+    var target = el("input", room.target_ms > 0
+      ? { type: "number", min: "1", step: "50", value: room.target_ms, name: "target_ms", "aria-label": label("target p95 in ms") }
+      : { type: "number", value: 0, name: "target_ms", disabled: "", title: NO_TARGET, "aria-label": label("target p95 in ms: none") });
     cell().appendChild(target);
     var health = room.target_ms > 0
       ? "p95 " + (room.p95_ms < 0 ? "– (no responses measured yet)" : room.p95_ms + " ms") + (room.pinned ? " · pinned" : "") + (room.health_reason ? " · " + room.health_reason : "")
@@ -76,6 +84,7 @@
     cell({ "class": "note health" }, health);
     var apply = el("button", { type: "button", "aria-label": "Apply to " + room.room }, "Apply");
     apply.addEventListener("click", function () {
+      if (!target.checkValidity()) { target.reportValidity(); return; }
       var wanted = { rate: Number(r.value), per: Number(per.value), capacity: Number(cap.value), status: sel.value, target_ms: Number(target.value) };
       var before = { rate: room.rate, per: room.per / 1000, capacity: room.capacity, status: room.status, target_ms: room.target_ms };
       var body = {};
@@ -113,8 +122,13 @@
       // default puts a date under some and lets them run into each other).
       var axes = [{ space: 90, values: clockLabels }, { scale: series[0].scale, label: names[series[0].scale] }];
       if (scales) axes.push({ side: 1, scale: scales, label: names[scales], grid: { show: false } });
-      existing = charts[id] = new uPlot({ width: width, height: 220, series: [{}].concat(series), axes: axes,
-        scales: { x: { time: true } }, legend: { live: true } }, data, node);
+      // Without an axis on the right, room there for half a time label: a
+      // label at the right edge was cut ("04:38:00 A").
+      var padding = [null, scales ? null : Math.ceil(labelWidth() / 2) + 4, null, null];
+      series = series.map(function (s) { return Object.assign({ value: legendValue(UNITS[s.scale] || "") }, s); });
+      var x = { label: "time", value: legendValue(null) };
+      existing = charts[id] = new uPlot({ width: width, height: 220, series: [x].concat(series), axes: axes,
+        padding: padding, scales: { x: { time: true } }, legend: { live: true } }, data, node);
       existing.room = selected;
       node.uplot = existing; // for the layout test's look at the axes
     }
@@ -125,6 +139,31 @@
       var last = t[t.length - 1];
       existing.setScale("x", { min: Math.min(t[0], last - span), max: last + span / 40 });
     }
+  }
+  // The legend shows the values under the pointer, else the newest ones
+  // (uPlot's own shows "--" until the pointer is over the chart).
+  var UNITS = { ms: " ms", s: " s" };
+  function legendValue(unit) {
+    return function (u, v, i, idx) {
+      var d = u.data[i];
+      if (idx === null || idx === undefined) {
+        for (idx = d.length - 1; idx >= 0 && (d[idx] === null || d[idx] === undefined); idx--);
+        v = idx >= 0 ? d[idx] : null;
+      }
+      if (v === null || v === undefined) return "–";
+      if (unit === null) return new Date(v * 1000).toLocaleTimeString();
+      return (Number.isInteger(v) ? v : v.toFixed(1)) + unit;
+    };
+  }
+  var widest = null;
+  function labelWidth() {
+    if (widest === null) {
+      var ctx = document.createElement("canvas").getContext("2d");
+      ctx.font = "12px " + getComputedStyle(document.body).fontFamily;
+      var at = new Date(2000, 0, 1, 23, 58, 58);
+      widest = ctx.measureText(at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })).width;
+    }
+    return widest;
   }
   function clockLabels(u, splits, axis, space, increment) {
     var options = increment < 60 ? { hour: "2-digit", minute: "2-digit", second: "2-digit" } : { hour: "2-digit", minute: "2-digit" };
@@ -182,7 +221,7 @@
     var top = Math.max(1, Math.max.apply(null, a.counts.concat(g.counts)));
     a.counts.forEach(function (n, i) {
       var low = i === 0 ? 0 : a.bounds_ms[i - 1];
-      var text = i < a.bounds_ms.length ? seconds(low) + " – " + seconds(a.bounds_ms[i]) : "over " + seconds(low);
+      var text = i < a.bounds_ms.length ? unbroken(low) + " – " + unbroken(a.bounds_ms[i]) : "over " + unbroken(low);
       var tr = el("tr"); tr.appendChild(el("th", { scope: "row" }, text));
       [[n, ""], [g.counts[i], " gave-up"]].forEach(function (pair) {
         tr.appendChild(el("td", {}, pair[0]));
@@ -206,14 +245,14 @@
     if (form.contains(document.activeElement)) return;
     clear(form);
     var fields = [
-      ["rate", "number", "visitors per interval (0 = no rate)"], ["per", "seconds", "interval"],
-      ["capacity", "number", "most active at once (0 = none)"], ["session", "seconds", "session"],
-      ["abandon", "seconds", "silent this long: skipped"], ["status", STATUSES, "status"], ["method", METHODS, "order"],
+      ["rate", "number", "visitors per interval (0 = no rate)"], ["per", "seconds", "interval (s)"],
+      ["capacity", "number", "most active at once (0 = none)"], ["session", "seconds", "session (s)"],
+      ["abandon", "seconds", "silent this long: skipped (s)"], ["status", STATUSES, "status"], ["method", METHODS, "order"],
       ["opens_at", "datetime", "opens at (your time zone)"], ["challenge", "number", "proof of work (0 = none)"],
-      ["client_limit", "number", "places a client may take a minute"], ["target_ms", "number", "health target p95 ms (0 = fixed)"],
+      ["client_limit", "number", "places a client may take a minute"], ["target_ms", "number", "health target p95 (ms)"],
       ["max_errors", "share", "errors tolerated (share)"], ["floor", "number", "controller's floor"],
-      ["ceiling", "number", "controller's ceiling (0 = none)"], ["settle", "seconds", "controller's settle time"]];
-    var before = {};
+      ["ceiling", "number", "controller's ceiling (0 = none)"], ["settle", "seconds", "controller's settle time (s)"]];
+    var before = {}, fixed = !(stats.target_ms > 0);
     fields.forEach(function (f) {
       var name = f[0], kind = f[1], id = "set-" + name, input, value = stats[name];
       form.appendChild(el("label", { "for": id }, f[2]));
@@ -230,7 +269,12 @@
       }
       // A setting the stats lack is blank, and stays unsent unless typed in.
       before[name] = value === undefined || value === null ? "" : String(value);
+      if (name === "target_ms" && !fixed) input.min = "1";
+      if (fixed && CONTROLLER.indexOf(name) >= 0) {
+        input.disabled = true; input.setAttribute("aria-describedby", "no-target");
+      }
       form.appendChild(input);
+      if (fixed && name === "target_ms") form.appendChild(el("p", { id: "no-target", "class": "note span" }, NO_TARGET));
     });
     var save = el("button", { type: "submit" }, "Apply changes");
     form.appendChild(save);
@@ -266,7 +310,9 @@
     if (!entries.length) node.appendChild(el("li", { "class": "note" }, "no changes yet"));
     entries.forEach(function (a) {
       var details = Object.keys(a.details).map(function (k) { return k + " " + JSON.stringify(a.details[k]); }).join(", ");
-      node.appendChild(el("li", {}, new Date(a.at).toLocaleString() + " · " + a.who + " · " + a.room + " · " + a.action + (details ? ": " + details : "")));
+      // "-": an entry of no one room (a run of virtual visitors).
+      var room = a.room === "-" ? "" : a.room + " · ";
+      node.appendChild(el("li", {}, new Date(a.at).toLocaleString() + " · " + a.who + " · " + room + a.action + (details ? ": " + details : "")));
     });
   }
   function loadDetail() {
@@ -281,11 +327,18 @@
       histogram(d.analytics);
       settingsForm(d.stats);
       visitorsList(d.visitors);
-      activityList(document.getElementById("room-activity"), d.activity);
+      showActivity();
     }).catch(function (err) { say(err.message, true); });
+  }
+  // One activity list: every room's, or the room shown's.
+  var everything = [];
+  function showActivity() {
+    var only = document.getElementById("activity-room").checked && detail && detail.room === selected;
+    activityList(document.getElementById("activity"), only ? detail.activity : everything);
   }
   function select(room) {
     selected = room;
+    document.getElementById("activity-room-name").textContent = "room " + room;
     Array.prototype.forEach.call(document.querySelectorAll("#rooms tr"), function (tr) {
       tr.className = tr.getAttribute("data-room") === room ? "selected" : "";
     });
@@ -334,7 +387,7 @@
       if (!loaded) note("could not load the rooms: " + err.message + " (trying again)");
     });
     api("GET", "api/activity?count=30").then(function (d) {
-      activityList(document.getElementById("activity"), d.activity);
+      everything = d.activity; showActivity();
     }).catch(function () {});
   }
 
@@ -344,7 +397,7 @@
     document.getElementById("sim-status").textContent = s.running
       ? "Running, of " + s.visitors + ": " + counts + "; " + s.arriving + " asking for the page, " + s.not_started
         + " not started yet (200 run at once)."
-      : "Last run, of " + s.visitors + ": " + counts + "; median wait " + (s.wait_p50_s === null ? "–" : s.wait_p50_s + " s") + ".";
+      : "Last run, of " + s.visitors + ": " + counts + "; median wait " + (s.wait_p50_s === null ? "–" : seconds(s.wait_p50_s * 1000)) + ".";
     var list = clear(document.getElementById("sim-errors"));
     s.error_reasons.forEach(function (e) { list.appendChild(el("li", {}, e.count + " × " + e.reason)); });
   }
@@ -361,6 +414,7 @@
   document.getElementById("rooms").addEventListener("focusout", function () {
     setTimeout(function () { editing = typing(); }, 0);
   });
+  document.getElementById("activity-room").addEventListener("change", showActivity);
   document.getElementById("visitor-form").addEventListener("submit", function (event) {
     event.preventDefault();
     var action = event.submitter ? event.submitter.value : "release";
