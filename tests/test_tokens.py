@@ -3,6 +3,7 @@ from the requests' cookies as long as they are valid."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from typing import Any
@@ -15,7 +16,7 @@ from itsdangerous import TimestampSigner
 from queuegate import Room
 from queuegate import visitors as visitors_module
 from queuegate.tokens import Tokens, _Signer
-from queuegate.visitors import Visitors, cookie
+from queuegate.visitors import Visitor, Visitors, cookie
 
 
 @given(
@@ -145,3 +146,19 @@ def test_the_last_cookie_of_the_room_counts_in_one_header_or_several() -> None:
             assert found is not None
             assert found.visitor == "LastVisitor00000"
             assert cookie(scope, ROOM.cookie) == last
+
+
+def test_a_visitor_read_from_a_cookie_has_each_value_in_its_field() -> None:
+    """Visitors.read makes its Visitor with the fields by position (keywords
+    cost a dict on every poll and join): each of the token's values, and the
+    client's binding, must land in its own field."""
+    visitors = Visitors(Tokens([KEY], 3600), None, 3600, False, bind=("user_agent",))
+    binding = visitors.tokens.fingerprint(b"|an agent")
+    token = visitors.tokens.issue("sale", "AbCdEfGhIjKlMnOp", None, 1234, binding, 7, 99)
+    scope = scope_with(f"qg_sale={token}".encode())
+    scope["headers"].append((b"user-agent", b"an agent"))
+    expected = Visitor("AbCdEfGhIjKlMnOp", None, until_ms=1234, binding=binding, place=7, seen_ms=99)
+    assert asyncio.run(visitors.read(ROOM, scope)) == expected
+    newcomer = scope_with()
+    newcomer["headers"].append((b"user-agent", b"an agent"))
+    assert asyncio.run(visitors.read(ROOM, newcomer)) == Visitor(None, None, binding=binding)
