@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Outcome", "State", "decode", "decode_joins", "text"]
+__all__ = ["Outcome", "State", "decode", "decode_joins", "text", "waiting"]
 
 State = Literal["active", "waiting", "prequeue", "closed", "pass", "none", "limited", "challenge"]
 
@@ -48,7 +48,7 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _waiting(
+def waiting(
     now_ms: int,
     visitor: str,
     rank: int,
@@ -58,20 +58,30 @@ def _waiting(
     joined: bool,
     method: str,
     place: int,
+    seen_ms: int,
 ) -> Outcome:
-    """A visitor in the line, whose liveness the call just recorded."""
+    """A visitor in the line, whose liveness was last recorded at ``seen_ms``.
+
+    Made with the fields by position (``tests/test_farback.py`` checks
+    them against their names): a dataclass called with keywords makes a
+    dict of them, and every poll and join makes one of these."""
     return Outcome(
         "waiting",
         now_ms,
         visitor,
-        rank=rank,
-        line=line,
-        eta_ms=eta_ms,
-        poll_ms=poll_ms,
-        joined=joined,
-        method=method,
-        place=place,
-        seen_ms=now_ms,
+        0,  # expires_ms
+        rank,
+        line,
+        eta_ms,
+        poll_ms,
+        joined,
+        method,
+        0,  # opens_at_ms
+        "",  # seed_sha256
+        0,  # difficulty
+        False,  # copyable
+        place,
+        seen_ms,
     )
 
 
@@ -84,8 +94,8 @@ def decode(reply: Sequence[Any]) -> Outcome:
         )
     if state == "waiting":
         rank, line, eta_ms, poll_ms = (int(value) for value in reply[3:7])
-        return _waiting(
-            now_ms, who, rank, line, eta_ms, poll_ms, reply[7] == 1, text(reply[8]), int(reply[9])
+        return waiting(
+            now_ms, who, rank, line, eta_ms, poll_ms, reply[7] == 1, text(reply[8]), int(reply[9]), now_ms
         )
     if state == "prequeue":
         return Outcome(
@@ -123,6 +133,6 @@ def decode_joins(reply: Sequence[Any], visitors: Sequence[str]) -> list[Outcome]
             outcomes.append(Outcome("limited", now_ms, visitor, eta_ms=wait))
         else:
             place += 1
-            outcomes.append(_waiting(now_ms, visitor, rank, rank + 1, wait, poll, True, method, place))
+            outcomes.append(waiting(now_ms, visitor, rank, rank + 1, wait, poll, True, method, place, now_ms))
             rank += 1
     return outcomes

@@ -29,7 +29,7 @@ from .farback import FarBack, View
 from .fronts import FRONT_PLACES, FrontCopies
 from .invalidations import Invalidations
 from .joins import Joins
-from .outcomes import Outcome, decode, decode_joins, text
+from .outcomes import Outcome, decode, decode_joins, text, waiting
 from .pipeline import pack
 from .readings import Readings
 from .settings import ConfigError, Room, check_room_setting
@@ -180,16 +180,17 @@ class Store(Readings):
         if place and user_hash is None and self.far_from is not None:
             far = await self.far_back.answer(name, room, visitor, place, seen_ms, now)
             if far is not None:
-                return Outcome(
-                    "waiting",
+                return waiting(
                     far.now_ms,
                     visitor,
-                    rank=far.rank,
-                    line=far.line,
-                    eta_ms=far.eta_ms,
-                    poll_ms=far.poll_ms,
-                    place=place,
-                    seen_ms=far.seen_ms,
+                    far.rank,
+                    far.line,
+                    far.eta_ms,
+                    far.poll_ms,
+                    False,
+                    "fifo",
+                    place,
+                    far.seen_ms,
                 )
         base = self._base(name)
         extra: tuple[str, ...] = (base + "client:" + client, base + "user:" + (user_hash or ""))

@@ -13,6 +13,7 @@ import pytest
 
 from queuegate import Room, Store
 from queuegate.farback import View
+from queuegate.outcomes import Outcome, waiting
 from queuegate.store import connect
 
 from .conftest import MakeGate, client_for
@@ -376,3 +377,23 @@ async def test_a_front_answer_stops_short_of_the_snapshots_end(store: Store) -> 
     assert await store.front_rank(room, "b") == 0
     assert await store.front_rank(room, "a") is None  # let in: not waiting
     assert await store.front_rank(room.name, "b") is None  # no settings to compare
+
+
+def test_a_waiting_outcome_made_by_position_has_each_value_in_its_field() -> None:
+    # outcomes.waiting passes Outcome's fields by position (keywords cost a
+    # dict on every poll and join): a field added or moved would shift them.
+    made = waiting(T0, "v1", 3, 9, 4_000, 1_500, True, "random", 42, T0 - 7)
+    named = Outcome(
+        "waiting",
+        T0,
+        "v1",
+        rank=3,
+        line=9,
+        eta_ms=4_000,
+        poll_ms=1_500,
+        joined=True,
+        method="random",
+        place=42,
+        seen_ms=T0 - 7,
+    )
+    assert made == named

@@ -16,7 +16,7 @@ from itsdangerous import TimestampSigner
 from queuegate import Room
 from queuegate import visitors as visitors_module
 from queuegate.tokens import Tokens, _Signer
-from queuegate.visitors import Visitors, cookie
+from queuegate.visitors import Visitor, Visitors, cookie
 
 from .conftest import MakeGate, client_for
 
@@ -190,3 +190,19 @@ async def test_processes_with_different_secret_keys_are_said_in_the_log(
     await asyncio.sleep(1.1)
     assert expired.read("sale", old) is None  # ours, expired: not counted
     assert (two.tokens.foreign, expired.foreign) == (3, 0)
+
+
+def test_a_visitor_read_from_a_cookie_has_each_value_in_its_field() -> None:
+    """Visitors.read makes its Visitor with the fields by position (keywords
+    cost a dict on every poll and join): each of the token's values, and the
+    client's binding, must land in its own field."""
+    visitors = Visitors(Tokens([KEY], 3600), None, 3600, False, bind=("user_agent",))
+    binding = visitors.tokens.fingerprint(b"|an agent")
+    token = visitors.tokens.issue("sale", "AbCdEfGhIjKlMnOp", None, 1234, binding, 7, 99)
+    scope = scope_with(f"qg_sale={token}".encode())
+    scope["headers"].append((b"user-agent", b"an agent"))
+    expected = Visitor("AbCdEfGhIjKlMnOp", None, until_ms=1234, binding=binding, place=7, seen_ms=99)
+    assert asyncio.run(visitors.read(ROOM, scope)) == expected
+    newcomer = scope_with()
+    newcomer["headers"].append((b"user-agent", b"an agent"))
+    assert asyncio.run(visitors.read(ROOM, newcomer)) == Visitor(None, None, binding=binding)
