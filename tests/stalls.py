@@ -1,60 +1,78 @@
-"""How late the event loop itself ran while a test timed its calls.
+"""How long the machine stalled the test process while a test timed its calls.
 
 A loaded machine (a CI run on two busy cores) can stall the whole test
-process: a call made at that moment takes the stall longer whatever the
-code under test does (0.437 s for a call with a 0.25 s deadline, seen in a
-loaded run). A probe that sleeps 5 ms at a time measures the stalls, and a
-bound on a call's time is checked on its time less the longest stall seen
-while the calls ran. A call that waits for something it should not (a
-silence limit instead of its own deadline) waits with the loop idle: no
-stall excuses it, so the bound still fails on that defect.
+process: a call made at that moment takes the stall longer whatever the code
+under test does (0.437 s for a call with a 0.25 s deadline, seen in a loaded
+run). A thread that sleeps 5 ms at a time sees those stalls as its own
+lateness, and a call's time is checked less the stalls that overlapped it.
+
+The probe is a thread, not a task on the event loop: code under test that
+blocks the loop (a ``time.sleep``, a blocking socket) does not stall the
+thread (the GIL is let go while it blocks, and taken back every switch
+interval from code that computes), so it is not excused; a task would have
+seen the loop's block as a stall and excused the defect it is there to
+catch. A call that waits for something it should not (a silence limit
+instead of its own deadline) waits with nothing stalled, so it is not
+excused either.
 
 Check the times once the watch has ended: a stall is recorded when the
-probe wakes after it, which may be after the call it delayed returned.
+probe wakes after it.
 """
 
 from __future__ import annotations
 
-import asyncio
+import threading
 import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import TypeVar
 
-__all__ = ["LoopStalls"]
+__all__ = ["Stalls"]
 
 TICK = 0.005  # s: the probe's sleep
+LATE = 0.002  # s: a wake-up later than this is a stall (timer slack is not)
 
 What = TypeVar("What")
 
 
-class LoopStalls:
-    """``async with LoopStalls() as stalls:``, then ``stalls.longest``: the
-    longest the event loop was late to wake the probe (seconds)."""
+class Stalls:
+    """``with Stalls() as stalls:`` around the calls, each timed as
+    ``(what, began, ended)`` on ``time.monotonic()``; then
+    ``stalls.late(calls, bound)``."""
 
     def __init__(self) -> None:
-        self.longest = 0.0
-        self._done = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self.intervals: list[tuple[float, float]] = []  # (from, to) the process was stalled
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._probe, daemon=True)
 
-    async def _probe(self) -> None:
+    def _probe(self) -> None:
         while not self._done.is_set():
             before = time.monotonic()
-            await asyncio.sleep(TICK)
-            self.longest = max(self.longest, time.monotonic() - before - TICK)
+            time.sleep(TICK)
+            after = time.monotonic()
+            if after - before - TICK > LATE:
+                self.intervals.append((before + TICK, after))
 
-    async def __aenter__(self) -> LoopStalls:
-        self._task = asyncio.create_task(self._probe())
+    def __enter__(self) -> Stalls:
+        self._thread.start()
         return self
 
-    async def __aexit__(
+    def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self._done.set()
-        if self._task is not None:
-            await self._task
+        self._thread.join()
 
-    def late(self, taken: Iterable[tuple[What, float]], bound: float) -> list[tuple[What, float]]:
-        """The ``(what, seconds)`` whose seconds, less the longest stall,
-        are over ``bound``; rounded for a readable failure."""
-        return [(what, round(seconds, 3)) for what, seconds in taken if seconds - self.longest > bound]
+    def within(self, began: float, ended: float) -> float:
+        """Seconds of stalls that overlapped ``[began, ended]``."""
+        return sum(max(0.0, min(ended, to) - max(began, since)) for since, to in self.intervals)
+
+    def late(self, calls: Iterable[tuple[What, float, float]], bound: float) -> list[tuple[What, float]]:
+        """The ``(what, seconds)`` of the calls that took longer than
+        ``bound`` beyond the stalls that overlapped them; rounded for a
+        readable failure."""
+        return [
+            (what, round(ended - began, 3))
+            for what, began, ended in calls
+            if ended - began - self.within(began, ended) > bound
+        ]

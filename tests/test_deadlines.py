@@ -18,7 +18,7 @@ from queuegate.pipeline import AutoPipeline, pack
 from queuegate.store import connect
 
 from .conftest import MakeGate, call_asgi, http_scope
-from .stalls import LoopStalls
+from .stalls import Stalls
 
 pytestmark = pytest.mark.anyio
 
@@ -45,19 +45,19 @@ def resume(server: EmbeddedServer) -> None:
 async def at_moments(call: object) -> list[tuple[float, float]]:
     """Run ``call()`` at each moment into the hang; the (moment, seconds)
     of the calls that took longer than the timeout and its margin beyond
-    what the event loop itself was late meanwhile (``tests.stalls``: a call
-    at the hang's start took 0.437 s in a loaded CI run). A call that waits
+    the stalls of the test process that overlapped them (``tests.stalls``:
+    a call at the hang's start took 0.437 s in a loaded CI run). A call that waits
     for the connection's silence limit instead of its own deadline
     (0.65-1.33 s before the fix) does so with the loop idle."""
     start = time.monotonic()
 
-    async def one(moment: float) -> tuple[float, float]:
+    async def one(moment: float) -> tuple[float, float, float]:
         await asyncio.sleep(moment - (time.monotonic() - start))
         began = time.monotonic()
         await call()  # type: ignore[operator]
-        return moment, time.monotonic() - began
+        return moment, began, time.monotonic()
 
-    async with LoopStalls() as stalls:
+    with Stalls() as stalls:
         taken = await asyncio.gather(*(one(m) for m in MOMENTS))
     return stalls.late(taken, TIMEOUT + MARGIN)
 
