@@ -159,6 +159,17 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         # Its target is tuned here (one without a target shows it disabled).
         page.wait_for_selector("#set-target_ms:not([disabled])")
         assert page.input_value("#set-target_ms") == "300"
+        # Switched off at run time (0), it is still a room with a target in
+        # code: shown off, not absent, and switched on again from the page.
+        in_redis(redis_url, lambda store: store.configure("adaptive", target_ms=0))
+        adaptive = page.locator("tr[data-room=adaptive]")
+        adaptive.locator("td:has-text('fixed: target off (0)')").wait_for()
+        adaptive.locator("input[name=target_ms]").fill("300")
+        adaptive.locator("button", has_text="Apply").click()
+        page.wait_for_function(
+            "() => document.querySelector('tr[data-room=adaptive] td.health').textContent.startsWith('p95')"
+        )
+        assert in_redis(redis_url, lambda store: store.stats("adaptive"))["target_ms"] == 300
         page.wait_for_function(f"() => ({COUNT_BLUE})('#health-chart') > 50", timeout=10_000)
         assert problems == [], problems
 

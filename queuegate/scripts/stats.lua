@@ -12,7 +12,8 @@
 --   the admission controller's figures (KEYS[6], see health.lua): pinned,
 --   p95_ms and first_byte_p95_ms (-1 = none yet), error_rate, samples,
 --   health_reason (its last decision), health_changed and _at (why and when
---   it last changed the value).
+--   it last changed the value), target_in_code (1: the room has a target in
+--   code, so one set at run time acts; target_ms 0 then means switched off).
 
 advance()
 settled = true
@@ -56,6 +57,7 @@ local more = {
   'error_rate', health[3] or 0, 'samples', health[4] or 0, 'health_reason', health[5] or '',
   'health_changed', health[6] or '', 'health_changed_at', health[7] or 0,
   'out_of_reach_ms', out_of_reach,
+  'target_in_code', (tonumber(default[14]) or 0) > 0 and 1 or 0,
 }
 for _, v in ipairs(more) do out[#out + 1] = v end
 for i = 1, #out do out[i] = tostring(out[i]) end

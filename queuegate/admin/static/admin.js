@@ -73,14 +73,15 @@
     var cap = el("input", { type: "number", min: "0", value: room.capacity, name: "capacity", "aria-label": label("capacity") });
     cell().appendChild(cap);
     // A target is given in code (Room(target=Health(...))) and only tuned
-    // here: a room without one has nothing that would measure it.
-    var target = el("input", room.target_ms > 0
-      ? { type: "number", min: "1", step: "50", value: room.target_ms, name: "target_ms", "aria-label": label("target p95 in ms") }
+    // here (0 switches it off): a room without one has nothing that would
+    // measure it.
+    var target = el("input", room.target_in_code
+      ? { type: "number", min: "0", step: "50", value: room.target_ms, name: "target_ms", "aria-label": label("target p95 in ms, 0: off") }
       : { type: "number", value: 0, name: "target_ms", disabled: "", title: NO_TARGET, "aria-label": label("target p95 in ms: none") });
     cell().appendChild(target);
     var health = room.target_ms > 0
       ? "p95 " + (room.p95_ms < 0 ? "– (no responses measured yet)" : room.p95_ms + " ms") + (room.pinned ? " · pinned" : "") + (room.health_reason ? " · " + room.health_reason : "")
-      : "fixed: no target";
+      : room.target_in_code ? "fixed: target off (0)" : "fixed: no target";
     cell({ "class": "note health" }, health);
     var apply = el("button", { type: "button", "aria-label": "Apply to " + room.room }, "Apply");
     apply.addEventListener("click", function () {
@@ -249,10 +250,10 @@
       ["capacity", "number", "most active at once (0 = none)"], ["session", "seconds", "session (s)"],
       ["abandon", "seconds", "silent this long: skipped (s)"], ["status", STATUSES, "status"], ["method", METHODS, "order"],
       ["opens_at", "datetime", "opens at (your time zone)"], ["challenge", "number", "proof of work (0 = none)"],
-      ["client_limit", "number", "places a client may take a minute"], ["target_ms", "number", "health target p95 (ms)"],
+      ["client_limit", "number", "places a client may take a minute"], ["target_ms", "number", "health target p95 (ms, 0 = off)"],
       ["max_errors", "share", "errors tolerated (share)"], ["floor", "number", "controller's floor"],
       ["ceiling", "number", "controller's ceiling (0 = none)"], ["settle", "seconds", "controller's settle time (s)"]];
-    var before = {}, fixed = !(stats.target_ms > 0);
+    var before = {}, fixed = !stats.target_in_code;
     fields.forEach(function (f) {
       var name = f[0], kind = f[1], id = "set-" + name, input, value = stats[name];
       form.appendChild(el("label", { "for": id }, f[2]));
@@ -269,7 +270,6 @@
       }
       // A setting the stats lack is blank, and stays unsent unless typed in.
       before[name] = value === undefined || value === null ? "" : String(value);
-      if (name === "target_ms" && !fixed) input.min = "1";
       if (fixed && CONTROLLER.indexOf(name) >= 0) {
         input.disabled = true; input.setAttribute("aria-describedby", "no-target");
       }
