@@ -33,7 +33,7 @@ def redacted(url: str) -> str:
 Client = aioredis.Redis | aioredis.RedisCluster
 
 
-def connect(url: str, timeout: float, max_connections: int = 50) -> Client:
+def connect(url: str, timeout: float, max_connections: int = 50, *, setting: str = URL) -> Client:
     """A client for ``redis://``, ``rediss://``, ``unix://`` or
     ``redis+cluster://`` (``rediss+cluster://``) URLs.
 
@@ -41,11 +41,11 @@ def connect(url: str, timeout: float, max_connections: int = 50) -> Client:
     connection that died with a Redis restart. At most ``max_connections``
     are open; a request that finds them all busy waits for one (within the
     caller's timeout) instead of failing. A cluster URL names any one node;
-    the others are discovered.
+    the others are discovered. A wrong URL's error names it as ``setting``.
     """
     scheme = url.split("://", 1)[0]
     if scheme in ("redis+sentinel", "rediss+sentinel"):
-        return _sentinel_client(url, timeout, max_connections)
+        return _sentinel_client(url, timeout, max_connections, setting)
     if scheme in ("redis+cluster", "rediss+cluster"):
         try:
             cluster = aioredis.RedisCluster.from_url(
@@ -55,11 +55,11 @@ def connect(url: str, timeout: float, max_connections: int = 50) -> Client:
                 max_connections=max_connections,
             )
         except ValueError as exc:
-            raise ConfigError(f"{URL} is not valid: {exc}") from None
+            raise ConfigError(f"{setting} is not valid: {exc}") from None
         return cluster
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(
-            f"{URL} must start with redis://, rediss://, unix://, redis+cluster:// or "
+            f"{setting} must start with redis://, rediss://, unix://, redis+cluster:// or "
             f"redis+sentinel:// (rediss+ for TLS), got {scheme!r}"
         )
     try:
@@ -75,12 +75,12 @@ def connect(url: str, timeout: float, max_connections: int = 50) -> Client:
             retry=Retry(NoBackoff(), 1),
         )
     except ValueError as exc:
-        raise ConfigError(f"{URL} is not valid: {exc}") from None
+        raise ConfigError(f"{setting} is not valid: {exc}") from None
     # from_pool: closing the client closes the pool and its connections.
     return aioredis.Redis.from_pool(pool)
 
 
-def _sentinel_client(url: str, timeout: float, max_connections: int) -> aioredis.Redis:
+def _sentinel_client(url: str, timeout: float, max_connections: int, setting: str) -> aioredis.Redis:
     """``redis+sentinel://[[user]:password@]host:port[,host:port...]/master[/db]``
     (``rediss+sentinel://`` for TLS to the sentinels and the master). Query
     arguments: ``sentinel_password`` (and ``sentinel_username``) for the
@@ -97,10 +97,10 @@ def _sentinel_client(url: str, timeout: float, max_connections: int) -> aioredis
         names = [unquote(part) for part in parts.path.split("/") if part]
         db = int(names[1]) if len(names) > 1 else 0
     except ValueError as exc:
-        raise ConfigError(f"{URL} is not a valid redis+sentinel:// URL: {exc}") from None
+        raise ConfigError(f"{setting} is not a valid redis+sentinel:// URL: {exc}") from None
     if not names or not all(host for host, _ in hosts):
         raise ConfigError(
-            f"{URL}: a sentinel URL names the sentinels and the master, like "
+            f"{setting}: a sentinel URL names the sentinels and the master, like "
             "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster"
         )
     query = dict(parse_qsl(parts.query))
@@ -115,7 +115,7 @@ def _sentinel_client(url: str, timeout: float, max_connections: int) -> aioredis
         "username": query.pop("sentinel_username", None),
     }
     if query:
-        raise ConfigError(f"{URL}: unknown sentinel URL argument(s) {', '.join(sorted(query))}")
+        raise ConfigError(f"{setting}: unknown sentinel URL argument(s) {', '.join(sorted(query))}")
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         hosts,
         sentinel_kwargs={**common, **{k: v for k, v in sentinel_auth.items() if v is not None}},

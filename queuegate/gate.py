@@ -165,8 +165,9 @@ class QueueGate:
             # there is taken for "lifespan unsupported", and then shows only
             # in each request's 500. Said here as what it is.
             logger.error(
-                "queuegate: the gate did not start, a setting is wrong: %s (every request answers 500 "
-                "until it is fixed; under uvicorn, --lifespan on stops the server at startup instead)",
+                "queuegate: the gate did not start, a setting is wrong: %s (a gate added with "
+                "add_middleware under uvicorn's default --lifespan auto lets the server start, and "
+                "every request answers 500 until it is fixed: run uvicorn with --lifespan on)",
                 exc,
             )
             raise

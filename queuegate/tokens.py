@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from itsdangerous import BadData, TimestampSigner
+from itsdangerous import BadData, SignatureExpired, TimestampSigner
 from itsdangerous.encoding import base64_encode, int_to_bytes, want_bytes
 
 __all__ = ["Token", "Tokens", "new_visitor_id"]
@@ -196,6 +196,8 @@ class Tokens:
                 int(place) if place else 0,
                 int(seen) if seen else 0,
             )
+        except SignatureExpired:
+            return None  # ours, too old
         except BadData:
             self._foreign(room, token)
             return None

@@ -231,6 +231,9 @@ async def test_where_to_look_may_follow_the_command_and_an_empty_answer_says_whe
     assert before.returncode == 0, before.stderr
     assert before.stdout.startswith(f"no rooms yet under the prefix 'elsewhere' at {busy_room} ")
     assert "check --prefix and the database number" in before.stdout
+    wrong = cli("list", "--redis", "http://x", url=None)
+    assert wrong.returncode == 2
+    assert "the Redis URL (--redis, QUEUEGATE_REDIS_URL) must start with redis://" in wrong.stderr
 
 
 @pytest.mark.anyio

@@ -18,7 +18,7 @@ from ..console import show
 from ..settings import ConfigError
 from ..store import Store, StoreError, UnknownRoom, connect, redacted
 from .commands import _run
-from .parser import CommandError, _parser
+from .parser import URL, CommandError, _parser
 from .simulate import _simulate
 
 __all__ = ["main"]
@@ -41,7 +41,9 @@ def _serve_admin(args: argparse.Namespace, url: str) -> int:
         raise CommandError('serve-admin needs uvicorn: pip install "queuegate[admin]"', 2) from None
     from .. import admin
 
-    office = admin.app(Store(connect(url, args.timeout), args.prefix, args.timeout), secret=secret)
+    office = admin.app(
+        Store(connect(url, args.timeout, setting=URL), args.prefix, args.timeout), secret=secret
+    )
     print(f"queuegate back office: http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
     uvicorn.run(office, host=args.host, port=args.port, log_level="warning")
     return 0

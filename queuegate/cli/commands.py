@@ -20,7 +20,7 @@ from ..calls import FAILURES
 from ..console import UNKNOWN, clock, count, duration, milliseconds, per_minute, percent
 from ..settings import ROOM_SETTINGS
 from ..store import Store, StoreError, connect, operator_name, redacted
-from .parser import DURATIONS, CommandError, T
+from .parser import DURATIONS, URL, CommandError, T
 
 
 def _readable(stats: dict[str, Any]) -> dict[str, Any]:
@@ -306,7 +306,8 @@ COMMANDS: dict[str, Callable[[Bounded, argparse.Namespace], Awaitable[Output]]] 
 async def _run(args: argparse.Namespace, url: str) -> Output:
     # Every change is logged in its room's activity log under this name.
     args.url = url
-    store = Store(connect(url, args.timeout), args.prefix, args.timeout, actor=operator_name("console"))
+    client = connect(url, args.timeout, setting=URL)
+    store = Store(client, args.prefix, args.timeout, actor=operator_name("console"))
     try:
         return await COMMANDS[args.command](Bounded(store, args.timeout), args)
     finally:
