@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import math
 import os
 import secrets
 import socket
@@ -20,6 +21,18 @@ from queuegate.embedded import EmbeddedServer, EmbeddedServerError
 from queuegate.store import redacted
 
 from .shop import PER, RATE, SALE_MINUTES, create_app
+
+
+def _minutes(text: str) -> float:
+    """A positive, finite number of minutes (``inf``, ``nan`` or ``-5``
+    made a landing page that answered 500, or a sale over before it began)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of minutes, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--sale-minutes",
-        type=float,
+        type=_minutes,
         default=SALE_MINUTES,
         help=f"how long the sale lasts, minutes ({SALE_MINUTES:g}): then the checkout says it has ended",
     )

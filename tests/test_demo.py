@@ -18,7 +18,7 @@ import uvicorn
 import demo_app.__main__
 from demo_app import create_app
 from queuegate import Store
-from queuegate.embedded import free_port
+from queuegate.embedded import EmbeddedServer, free_port
 from queuegate.store import connect
 
 from .conftest import client_for, running, wait_for_http
@@ -213,3 +213,20 @@ def test_the_sale_s_length_is_a_flag(
     assert demo_app.__main__.main(["--port", str(free_port()), "--sale-minutes", "5"]) == 0
     assert made["sale_minutes"] == 5.0
     assert "fixed; --target-ms 300" in capsys.readouterr().out
+    for wrong in ("inf", "nan", "0", "-5", "soon"):  # a landing page that answered 500, or no sale
+        with pytest.raises(SystemExit):
+            demo_app.__main__.main(["--sale-minutes", wrong])
+        assert "--sale-minutes: must be a" in capsys.readouterr().err
+
+
+async def test_the_landing_page_stays_up_when_redis_goes_away(own_server: EmbeddedServer) -> None:
+    """The landing page is not gated: with Redis gone it still shows the
+    sale, saying what it cannot know (it answered 500 before)."""
+    app = create_app(own_server.url)
+    async with running(app), client_for(app) as visitor:
+        assert "100 of 100 left." in (await visitor.get("/")).text
+        own_server.kill()
+        home = await visitor.get("/")
+    assert home.status_code == 200
+    assert "Up to 100 left." in home.text
+    assert "lets people in a few at a time" in home.text
