@@ -115,14 +115,17 @@ def create_app(
     stock_key = "demo:stock"
     sale_ends = time.time() + sale_minutes * 60
 
-    async def stock_left() -> str:
+    async def stock_left() -> int:
+        value = await db.get(stock_key)
+        return int(value) if value is not None else stock
+
+    async def stock_said() -> str:
         """The pairs left, as the landing page says it: the page is not
         gated, and stays up when Redis does not answer."""
         try:
-            value = await db.get(stock_key)
+            return f"{await stock_left()} of {stock}"
         except (aioredis.RedisError, OSError):
             return f"Up to {stock}"
-        return f"{int(value) if value is not None else stock} of {stock}"
 
     async def restock() -> None:
         await db.set(stock_key, stock)
@@ -151,7 +154,7 @@ def create_app(
         return "The checkout lets everyone in."
 
     async def home(request: Request) -> Response:
-        left = await stock_left()
+        left = await stock_said()
         ends_in = max(0, int(sale_ends - time.time()))
         if not ends_in:
             return page("Flash sale", ENDED)
