@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
+from .. import COMPILED, __version__
 from ..analytics import KEEP_MINUTES
 
 T = TypeVar("T")
@@ -114,6 +115,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    build = "the request path compiled with mypyc" if COMPILED else "pure Python"
+    parser.add_argument("--version", action="version", version=f"queuegate {__version__} ({build})")
     parser.add_argument("--redis", metavar="URL", help="Redis URL (default: $QUEUEGATE_REDIS_URL)")
     parser.add_argument(
         "--prefix",
