@@ -95,25 +95,40 @@ class CopiesSeen:
         self.gate = gate
         self.dropped: dict[tuple[str, str], float] = {}
         self.lost = 0
-        admissions = gate.store.admissions
-        revoke, clear = admissions.revoke, admissions.clear
+        # A copy goes early on a revocation heard, on the subscription lost,
+        # or on a tick that found the room's state gone: the store hands
+        # its subscription and its ticker a callback for each, and the probe
+        # wraps those callbacks (a build compiled with mypyc lets no method
+        # be replaced, so not the copies' own revoke and clear).
+        store = gate.store
+        invalidations, ticker = store.invalidations, store.ticker
+        on_revoke, on_lost, on_gone = invalidations._on_revoke, invalidations._on_lost, ticker._on_lost
 
         def revoked(room: str, visitor: str, at_ms: int) -> None:
-            now = time.monotonic()
-            held = [v for r, v in admissions._until if r == room] if visitor == "*" else [visitor]
-            for one in held:
-                self.dropped.setdefault((room, one), now)
-            revoke(room, visitor, at_ms)
+            self._dropping(room, visitor)
+            on_revoke(room, visitor, at_ms)
 
-        def cleared() -> None:
+        def lost() -> None:
             now = time.monotonic()
             self.lost += 1
-            for key in admissions._until:
+            for key in store.admissions._until:
                 self.dropped.setdefault(key, now)
-            clear()
+            on_lost()
 
-        admissions.revoke = revoked  # type: ignore[method-assign]
-        admissions.clear = cleared  # type: ignore[method-assign]
+        def gone(room: str) -> None:
+            self._dropping(room, "*")
+            on_gone(room)
+
+        invalidations._on_revoke = revoked
+        invalidations._on_lost = lost
+        ticker._on_lost = gone
+
+    def _dropping(self, room: str, visitor: str) -> None:
+        """The copies of ``visitor`` (``*``: every visitor) in ``room`` go now."""
+        now = time.monotonic()
+        held = [v for r, v in self.gate.store.admissions._until if r == room] if visitor == "*" else [visitor]
+        for one in held:
+            self.dropped.setdefault((room, one), now)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/_bench/copies/"):

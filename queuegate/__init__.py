@@ -1,5 +1,8 @@
 """queuegate: a virtual waiting room for ASGI apps, with the line in Redis."""
 
+from importlib.machinery import EXTENSION_SUFFIXES
+
+from . import gate as _gate
 from .decisions import Admission, admission
 from .gate import QueueGate
 from .integrations.starlette import gated
@@ -7,6 +10,7 @@ from .settings import ConfigError, Health, Room, Settings
 from .store import Outcome, Store, StoreError
 
 __all__ = [
+    "COMPILED",
     "Admission",
     "ConfigError",
     "Health",
@@ -21,3 +25,8 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# Whether the request path runs compiled: an install built with mypyc
+# (HATCH_BUILD_HOOK_ENABLE_MYPYC=true, see docs/performance.md), where its
+# modules are extension modules, not Python files.
+COMPILED: bool = (_gate.__file__ or "").endswith(tuple(EXTENSION_SUFFIXES))

@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.types import Scope
 
@@ -29,6 +29,7 @@ from .visitors import Visitor
 
 if TYPE_CHECKING:
     from .gate import QueueGate
+    from .rooms import Rooms
 
 __all__ = ["PASS_LAG_MS", "Admission", "Decisions", "admission"]
 
@@ -45,6 +46,17 @@ PASS_LAG_MS = 60_000
 SEEN_RENEW_MS = 10_000
 
 
+class _Gate(Protocol):
+    """What an :class:`Admission` needs of the ``QueueGate`` that made it.
+    Not the class itself: a build compiled with mypyc puts a dataclass's
+    field types in its ``__annotations__`` on import, before
+    ``queuegate.gate`` (which imports this module) has made ``QueueGate``,
+    and the import crashed (mypyc/mypyc#1209)."""
+
+    @property
+    def rooms(self) -> Rooms: ...
+
+
 @dataclass(slots=True)
 class Admission:
     """Put in ``scope["queuegate"]`` for a request the gate let through."""
@@ -52,7 +64,7 @@ class Admission:
     room: str
     visitor: str
     expires_ms: int
-    gate: QueueGate = field(repr=False)
+    gate: _Gate = field(repr=False)
 
     async def release(self) -> bool:
         """The protected action is done: free this visitor's slot at once."""

@@ -356,20 +356,22 @@ class Store(Readings):
     async def _remove(self, room: RoomRef, visitor: str, why: str, now: int | None, who: str) -> bool:
         name = room if isinstance(room, str) else room.name
         self.admissions.forget(name, visitor)
+        unknown = None
         try:
             return bool(await self._call("remove", room, now, visitor, why, who))
         except UnknownRoom as exc:
-            # Named only (the console, the back office): a typo, or a room
-            # whose data Redis lost, where copies of the visitor's admission
-            # would live until the room's next tick. Revoked either way
-            # (revoke.lua), and the caller still told of the unknown room.
-            await self._call("revoke", name, now, visitor)
-            said = f"{exc} (or its data was lost); any copy of the admission of {visitor!r} revoked"
-            raise UnknownRoom(said) from None
+            unknown = exc  # handled below: no await inside a handler (tests/test_compiled.py)
         finally:
             # This process's next polls see the line it changed (the others
             # drop theirs when they hear of it).
             self.fronts.forget(name)
+        # Named only (the console, the back office): a typo, or a room whose
+        # data Redis lost, where copies of the visitor's admission would live
+        # until the room's next tick. Revoked either way (revoke.lua), and
+        # the caller still told of the unknown room.
+        await self._call("revoke", name, now, visitor)
+        said = f"{unknown} (or its data was lost); any copy of the admission of {visitor!r} revoked"
+        raise UnknownRoom(said) from None
 
     async def drain(self, room: RoomRef, *, now: int | None = None, who: str | None = None) -> int:
         """Empty the line; active sessions run on. Returns how many lost their

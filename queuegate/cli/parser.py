@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
+from .. import COMPILED, __version__
 from ..analytics import KEEP_MINUTES
 
 T = TypeVar("T")
@@ -142,6 +143,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    build = "the request path compiled with mypyc" if COMPILED else "pure Python"
+    parser.add_argument("--version", action="version", version=f"queuegate {__version__} ({build})")
     _where(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -1,0 +1,68 @@
+"""The opt-in build with the request path compiled by mypyc
+(docs/performance.md): queuegate says which one runs, and CI's compiled
+run (QUEUEGATE_COMPILED=required, .ci/run) checks that it runs the modules
+the build compiles, not the Python files beside the tests."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import subprocess
+import sys
+import tomllib
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+
+import pytest
+
+import queuegate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def compiled_modules() -> list[str]:
+    """The modules pyproject.toml's mypyc hook compiles, by name."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["mypyc"]
+    return [path.strip("/").removesuffix(".py").replace("/", ".") for path in hook["include"]]
+
+
+def test_the_version_says_which_build_runs() -> None:
+    # -P: not the Python files of the current directory (a clone's) first.
+    shown = subprocess.run(
+        [sys.executable, "-P", "-m", "queuegate", "--version"], capture_output=True, text=True, timeout=30
+    )
+    build = "the request path compiled with mypyc" if queuegate.COMPILED else "pure Python"
+    assert shown.returncode == 0
+    assert shown.stdout == f"queuegate {queuegate.__version__} ({build})\n"
+
+
+def test_every_compiled_module_is_one_build_or_the_other() -> None:
+    files = [importlib.import_module(name).__file__ or "" for name in compiled_modules()]
+    compiled = [name.endswith(tuple(EXTENSION_SUFFIXES)) for name in files]
+    assert compiled == [queuegate.COMPILED] * len(files), files
+
+
+@pytest.mark.skipif(os.environ.get("QUEUEGATE_COMPILED") != "required", reason="not the compiled run")
+def test_the_compiled_run_runs_compiled() -> None:
+    assert queuegate.COMPILED, f"{queuegate.__file__}: pure Python (the source tree shadows the install?)"
+    assert Path(queuegate.__file__ or "").parent != ROOT / "queuegate"
+
+
+def test_no_compiled_coroutine_awaits_inside_an_exception_handler() -> None:
+    # Compiled by mypyc (2.4.1), a coroutine suspended inside an except
+    # block leaves the exception it caught as the thread's "being handled"
+    # one, and another compiled coroutine awaiting in a finally (an async
+    # with's exit too) then raises it as its own: a NoScriptError caught
+    # while a script was loaded killed the subscription's task. Handled
+    # after the except block instead (calls.py, store.py, endpoints.py).
+    found = []
+    for name in compiled_modules():
+        path = ROOT / (name.replace(".", "/") + ".py")
+        for handler in ast.walk(ast.parse(path.read_text())):
+            if isinstance(handler, ast.ExceptHandler):
+                for node in (n for statement in handler.body for n in ast.walk(statement)):
+                    if isinstance(node, ast.Await | ast.AsyncWith | ast.AsyncFor):
+                        found.append(f"{path.name}:{node.lineno}")
+    assert found == []
