@@ -1,6 +1,6 @@
 """queuegate: a virtual waiting room for ASGI apps, with the line in Redis."""
 
-from importlib.machinery import EXTENSION_SUFFIXES
+from importlib.machinery import EXTENSION_SUFFIXES as _EXTENSION_SUFFIXES
 
 from . import gate as _gate
 from .decisions import Admission, admission
@@ -29,4 +29,4 @@ __version__ = "0.1.0"
 # Whether the request path runs compiled: an install built with mypyc
 # (HATCH_BUILD_HOOK_ENABLE_MYPYC=true, see docs/performance.md), where its
 # modules are extension modules, not Python files.
-COMPILED: bool = (_gate.__file__ or "").endswith(tuple(EXTENSION_SUFFIXES))
+COMPILED: bool = (_gate.__file__ or "").endswith(tuple(_EXTENSION_SUFFIXES))

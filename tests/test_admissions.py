@@ -374,7 +374,8 @@ async def test_the_quick_path_admits_only_whom_the_full_decision_admits(
         ["sale", "other"],
         ["v1", "v2"],
         [None, tokens.user_hash("ann")],
-        [0, until_ms, until_ms - 1, until_ms + 1, until_ms - PASS_LAG_MS - 1],
+        # (the lag check at both its ends: one more or less renews, or does not)
+        [0, until_ms, until_ms - 1, until_ms + 1, until_ms - PASS_LAG_MS - 1, until_ms - PASS_LAG_MS],
         ["", binding],
         [False, True],
     ):
@@ -398,5 +399,5 @@ async def test_the_quick_path_admits_only_whom_the_full_decision_admits(
         assert (admitted.visitor, admitted.expires_ms) == (copied.visitor, copied.expires_ms)
     if config == "plain":
         # The copied visitor with a cookie that needs nothing renewed: the
-        # end it was given, or one that lags it by less than a minute.
-        assert taken == 2
+        # end it was given, or one that lags it by a minute or less.
+        assert taken == 3

@@ -44,6 +44,16 @@ def test_every_compiled_module_is_one_build_or_the_other() -> None:
     assert compiled == [queuegate.COMPILED] * len(files), files
 
 
+def test_no_build_leftovers_in_the_clone() -> None:
+    """A compiled build made without HATCH_BUILD_CLEAN_HOOKS_AFTER leaves
+    its .so files beside the clone's Python files, and every environment
+    importing the clone (the editable one of the tests) would run stale
+    compiled code unseen."""
+    if Path(queuegate.__file__ or "").parent == ROOT / "queuegate":
+        assert not queuegate.COMPILED, "compiled modules left in the clone by a build: remove its .so files"
+        assert not list((ROOT / "queuegate").glob("*.so")), "a build's .so files left in the clone"
+
+
 @pytest.mark.skipif(os.environ.get("QUEUEGATE_COMPILED") != "required", reason="not the compiled run")
 def test_the_compiled_run_runs_compiled() -> None:
     assert queuegate.COMPILED, f"{queuegate.__file__}: pure Python (the source tree shadows the install?)"

@@ -206,3 +206,21 @@ def test_a_visitor_read_from_a_cookie_has_each_value_in_its_field() -> None:
     newcomer = scope_with()
     newcomer["headers"].append((b"user-agent", b"an agent"))
     assert asyncio.run(visitors.read(ROOM, newcomer)) == Visitor(None, None, binding=binding)
+
+
+def test_the_fields_built_by_position_are_where_their_callers_put_them() -> None:
+    """Visitors.read and outcomes.waiting build these by position (a
+    dataclass called with keywords costs twice the instructions): a field
+    added, removed or moved would shift values unseen, so a change here
+    must come with a look at those calls."""
+    from dataclasses import fields
+
+    from queuegate.outcomes import Outcome
+
+    assert [f.name for f in fields(Visitor)] == [
+        "visitor", "user_hash", "refused", "unbound", "until_ms", "binding", "place", "seen_ms",
+    ]  # fmt: skip
+    assert [f.name for f in fields(Outcome)] == [
+        "state", "now_ms", "visitor", "expires_ms", "rank", "line", "eta_ms", "poll_ms", "joined",
+        "method", "opens_at_ms", "seed_sha256", "difficulty", "copyable", "place", "seen_ms",
+    ]  # fmt: skip
