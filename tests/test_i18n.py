@@ -274,15 +274,12 @@ async def test_a_room_without_a_title_shows_visitors_no_name(make_gate: MakeGate
         language = [(b"accept-language", code.encode())]
         for name, heading in headings.items():
             status, _, body = await call_asgi(gate, http_scope(f"/{name}", headers=language))
-            page = body.decode()
-            assert status == 503, (code, name)
-            assert f"<title>{html.escape(language_for(code).text(TEXTS[heading]))}</title>" in page, (
-                code,
-                name,
-            )
-            assert 'class="room"' not in page, (code, name)
-            assert "$" not in page.split("<script>")[0], (code, name)  # no placeholder left
-            assert name not in re.sub(r"<[^>]*>", "", page), (code, name)  # in no text a visitor sees
+            page, where = body.decode(), (code, name)
+            assert status == 503, where
+            assert f"<title>{html.escape(language_for(code).text(TEXTS[heading]))}</title>" in page, where
+            assert 'class="room"' not in page, where
+            assert "$" not in page.split("<script>")[0], where  # no placeholder left
+            assert name not in re.sub(r"<[^>]*>", "", page), where  # in no text a visitor sees
     for code, title in (("en", "Summer sale"), ("ar", "تخفيضات الصيف")):
         _, _, body = await call_asgi(gate, http_scope("/sale", headers=[(b"accept-language", code.encode())]))
         page = body.decode()
