@@ -1,23 +1,30 @@
 """Live numbers of every room as Prometheus text, on an endpoint you mount.
 
     from queuegate.metrics import metrics_app
-    app.mount("/metrics", metrics_app(store))   # needs queuegate[prometheus]
+    app.mount("/metrics", metrics_app(gate.store, gate=gate))   # needs queuegate[prometheus]
 
 Each scrape runs the stats script once per room (every room with state in
 Redis, template rooms included), so the figures are current, and reads the
 room's wait analytics (``queuegate.analytics``): the histogram
 ``queuegate_wait_seconds{room, outcome="admitted"|"gave_up"}`` and the gauge
 ``queuegate_estimate_accurate_ratio``.
+
+With ``gate=`` (optional: ``metrics_app(store)`` serves the rooms alone) it
+adds what that gate counted in its own process, as a scrape of each process
+shows: ``queuegate_foreign_cookies_total``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
 
 from .store import Store, StoreError
+
+if TYPE_CHECKING:
+    from .gate import QueueGate
 
 try:
     from prometheus_client import CollectorRegistry, generate_latest
@@ -61,14 +68,22 @@ COUNTERS = {
     "released": "Sessions released by the app",
     "left": "Visitors who left",
 }
+FOREIGN_COOKIES = (
+    "Cookies signed, but with none of this process's secret keys, counted by this process since it"
+    " started: usually processes with different secret_key, which send a visitor to the back of the"
+    " line at each move between them"
+)
 
 
 class _Snapshot:
     """A one-shot collector over stats already fetched."""
 
-    def __init__(self, rooms: dict[str, dict[str, Any]], analytics: dict[str, dict[str, Any]]) -> None:
+    def __init__(
+        self, rooms: dict[str, dict[str, Any]], analytics: dict[str, dict[str, Any]], foreign: int | None
+    ) -> None:
         self.rooms = rooms
         self.analytics = analytics
+        self.foreign = foreign
 
     def collect(self) -> Iterator[Metric]:
         for name, text in GAUGES.items():
@@ -107,6 +122,8 @@ class _Snapshot:
             accurate.add_metric([room], -1.0 if share is None else float(share))
         yield waits
         yield accurate
+        if self.foreign is not None:
+            yield CounterMetricFamily("queuegate_foreign_cookies", FOREIGN_COOKIES, value=float(self.foreign))
 
 
 def _value(stats: dict[str, Any], name: str) -> float:
@@ -125,22 +142,25 @@ def _value(stats: dict[str, Any], name: str) -> float:
     return float(stats[name])
 
 
-async def metrics_text(store: Store, rooms: Iterable[str] | None = None) -> bytes:
+async def metrics_text(
+    store: Store, rooms: Iterable[str] | None = None, *, gate: QueueGate | None = None
+) -> bytes:
     names = list(rooms) if rooms is not None else await store.room_names()
     snapshot = {name: await store.stats(name) for name in names}
     analytics = {name: await store.analytics(name, minutes=0) for name in names}
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(snapshot, analytics))
+    registry.register(_Snapshot(snapshot, analytics, None if gate is None else gate.tokens.foreign))
     return bytes(generate_latest(registry))
 
 
-def metrics_app(store: Store, rooms: Iterable[str] | None = None) -> Any:
-    """An ASGI app answering GET with the rooms' metrics (503 if Redis fails)."""
+def metrics_app(store: Store, rooms: Iterable[str] | None = None, *, gate: QueueGate | None = None) -> Any:
+    """An ASGI app answering GET with the rooms' metrics (503 if Redis fails);
+    with ``gate``, that gate's process's own counts too."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         assert scope["type"] == "http"
         try:
-            body, status, kind = await metrics_text(store, rooms), 200, CONTENT_TYPE_LATEST
+            body, status, kind = await metrics_text(store, rooms, gate=gate), 200, CONTENT_TYPE_LATEST
         except StoreError as exc:
             body, status, kind = f"redis unavailable: {exc}\n".encode(), 503, "text/plain"
         headers = [(b"content-type", kind.encode()), (b"cache-control", b"no-store")]

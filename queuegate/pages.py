@@ -104,6 +104,18 @@ def _labels(language: Language, lottery: bool) -> tuple[tuple[str, str], ...]:
     )
 
 
+def _with_title(values: dict[str, str]) -> dict[str, str]:
+    """Escaped ``values`` (the room's ``title`` among them), with the title as
+    the built-in pages show it: ``$room_line``, a line under the heading,
+    and ``$title_suffix``, after the heading in the tab's title. A room
+    without a title shows neither: its name is the operator's, not the
+    visitor's."""
+    title = values.get("title", "")
+    values["room_line"] = f'<p class="room">{title}</p>' if title else ""
+    values["title_suffix"] = f": {title}" if title else ""
+    return values
+
+
 def _template(name: str) -> str:
     return files(__package__).joinpath("templates", name).read_text(encoding="utf-8")
 
@@ -124,7 +136,9 @@ class Pages:
     """Builds the gate's own responses.
 
     ``waiting_template`` replaces the waiting page: a ``string.Template`` text
-    with the placeholders ``$title``, ``$position``, ``$ahead_text``,
+    with the placeholders ``$title`` (the room's, empty if it has none;
+    ``$room_line`` is the built-in page's line for it), ``$position``,
+    ``$ahead_text``,
     ``$eta_text``, ``$position_label``, ``$ahead_label``, ``$updated``,
     ``$status_url``, ``$leave_url`` and ``$poll_seconds`` (all HTML-escaped),
     and ``$style``, the built-in page's stylesheet.
@@ -332,7 +346,7 @@ class Pages:
         self, template: Compiled, language: Language, room_values: tuple[tuple[str, str], ...]
     ) -> Compiled:
         return self._in_language(template, language).bind(
-            {name: html.escape(value) for name, value in room_values}
+            _with_title({name: html.escape(value) for name, value in room_values})
         )
 
     def challenge(
@@ -360,11 +374,13 @@ class Pages:
                 "language": language.tag,
             }
             return self._json(self.waiting_status, [*self._json_headers, *extra], payload)
-        escaped = {
-            "title": _escaped(title),
-            "join_url": _escaped(join_url),
-            "challenge": html.escape(_JSON.encode(challenge)),  # new each time: not cached
-        }
+        escaped = _with_title(
+            {
+                "title": _escaped(title),
+                "join_url": _escaped(join_url),
+                "challenge": html.escape(_JSON.encode(challenge)),  # new each time: not cached
+            }
+        )
         body = self._in_language(self._challenge, language).fill(escaped)
         return Page(self.waiting_status, [*self._challenge_headers, *extra], body)
 

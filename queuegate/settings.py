@@ -69,7 +69,9 @@ class Room:
     has not polled for ``abandon`` seconds is skipped when their turn comes.
     ``fail`` says what happens when Redis cannot answer in time: ``closed``
     answers 503, ``open`` lets the request through. ``title`` is the name shown
-    to visitors on the waiting page (default: ``name``); a mapping gives it per
+    to visitors on the waiting page, under its heading and in the tab's title
+    (default: none, and the page shows none: ``name`` is the operator's, not
+    the visitor's); a mapping gives it per
     language (``{"en": "Summer sale", "ko": "여름 세일"}``). ``language`` fixes
     the room's pages to one language instead of each visitor's own.
 
@@ -228,14 +230,15 @@ class Room:
 
     def title_in(self, language: str) -> str:
         """The title shown to visitors in ``language``: the one given for it,
-        else for English, else any given, else the room's name (a template's
-        own, whose title is a function of its rooms' values)."""
+        else for English, else any given, else none ("": never the room's
+        name, which is the operator's; a template's own title is a function
+        of its rooms' values)."""
         if self.title is None or callable(self.title):
-            return self.name
+            return ""
         if isinstance(self.title, str):
             return self.title
         titles = dict(self.title)
-        return titles.get(language) or titles.get("en") or next(iter(titles.values()), self.name)
+        return titles.get(language) or titles.get("en") or next(iter(titles.values()), "")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Room:

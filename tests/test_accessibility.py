@@ -35,6 +35,7 @@ def gate_pages(redis_url: str, accept_language: str = "en") -> dict[str, str]:
             Room("drop", paths=["/drop*"], rate=1, opens_at=time.time() + 3600, title="Sneaker drop"),
             Room("gone", paths=["/gone*"], rate=1, status="closed"),
             Room("human", paths=["/human*"], rate=1, challenge=1000, title="Ticket drop"),
+            Room("plain", paths=["/plain*"], rate=1, per=3600),  # no title: its page shows none
         ]
         gate = QueueGate(ok_app, rooms=rooms, secret_key=SECRET, redis=redis_url, environ={})
         down = QueueGate(ok_app, rooms=rooms, secret_key=SECRET, redis="redis://127.0.0.1:1/0", environ={})
@@ -54,6 +55,8 @@ def gate_pages(redis_url: str, accept_language: str = "en") -> dict[str, str]:
             await call_asgi(gate, http_scope("/checkout"))  # the hour's one place
             pages["waiting"] = await html(gate, "/checkout", client="192.0.2.2")
             pages["limited"] = await html(gate, "/checkout", client="192.0.2.2")  # its one new place a minute
+            await call_asgi(gate, http_scope("/plain"))
+            pages["untitled"] = await html(gate, "/plain", client="192.0.2.3")
             pages["prequeue"] = await html(gate, "/drop")
             pages["closed"] = await html(gate, "/gone")
             pages["challenge"] = await html(gate, "/human")
@@ -86,7 +89,7 @@ RUNS += [("ko", "light", 320), ("ko", "dark", 1280), ("ar", "light", 320), ("ar"
 
 def test_every_page_passes_axe_and_reflows_at_400_percent(redis_url: str, browser: Browser) -> None:
     by_language = {code: gate_pages(redis_url, code) for code in ("en", "ko", "ar")}
-    assert all(len(pages) == 9 for pages in by_language.values())
+    assert all(len(pages) == 10 for pages in by_language.values())
     axe = Axe()
     failures = []
     for code, scheme, width in RUNS:

@@ -3,6 +3,7 @@ came from its page, every change logged, and what it shows."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,6 +14,7 @@ from starlette.requests import Request
 from starlette.routing import Mount
 
 from queuegate import Room, Store, admin
+from queuegate.admin import activity
 from queuegate.store import connect
 
 from .conftest import client_for
@@ -210,6 +212,23 @@ async def test_every_change_is_logged_with_who_and_what(store: Store) -> None:
         assert [entry["action"] for entry in detail["activity"]][:2] == ["reveal seed", "drain"]
     stats = await store.stats("sale")
     assert (stats["capacity"], stats["status"], stats["waiting"], stats["released"]) == (5, "paused", 0, 1)
+
+
+async def test_a_room_named_dash_is_named_in_the_activity_list(store: Store) -> None:
+    """The room name "-" is legal, and it was also what marked an entry of no
+    one room (a run of virtual visitors): the page showed that room's
+    changes without its name. An entry of no one room is of room null,
+    those written with "-" before too."""
+    await store.enter(Room("-", paths=["/d"], rate=1), "v")
+    await store.configure("-", rate=3, who="ada")
+    older = {"at": store.redis_now_ms(), "who": "carol", "room": "-", "action": "virtual visitors"}
+    await store.client.lpush(f"{store.prefix}:admin:activity", json.dumps({**older, "details": {}}))
+    await activity.record(store, "bob", "virtual visitors", {"visitors": 3})
+    async with signed_in(mounted(store, secret=SECRET)) as client:
+        log = (await client.get("/ops/api/activity")).json()["activity"]
+        detail = (await client.get("/ops/api/rooms/-")).json()
+    assert {entry["who"]: entry["room"] for entry in log} == {"ada": "-", "bob": None, "carol": None}
+    assert [(entry["who"], entry["room"]) for entry in detail["activity"]] == [("ada", "-")]
 
 
 async def test_the_room_s_figures_and_the_chart_s_library_are_served(store: Store) -> None:

@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from queuegate import Health, Room, Store, admin
+from queuegate.admin import activity
 from queuegate.embedded import free_port
 from queuegate.store import connect
 
@@ -209,6 +210,37 @@ def rooms_table_says(browser: Any, store: Store, text: str) -> Any:
         page.click("button[type=submit]")
         page.wait_for_selector(f"#rooms td:has-text('{text}')")
         return page
+
+
+def test_a_room_named_dash_is_named_in_the_activity_list(redis_url: str, browser: Any) -> None:
+    """The room name "-" is legal; the page took it for the mark of an entry of
+    no one room and showed that room's changes without its name."""
+
+    async def changes(store: Store) -> None:
+        await store.enter(Room("-", paths=["/d"], rate=1), "v")
+        await store.configure("-", rate=3, who="ada")
+        await activity.record(store, "bob", "virtual visitors", {"visitors": 3})
+
+    in_redis(redis_url, changes)
+    store = Store(connect(redis_url, 5.0))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await store.aclose()
+
+    app = Starlette(routes=[Mount("/ops", admin.app(store, secret=SECRET))], lifespan=lifespan)
+    with served(app) as base:
+        page = browser.new_context().new_page()
+        page.goto(f"{base}/ops/login")
+        page.fill("#secret", SECRET)
+        page.click("button[type=submit]")
+        page.wait_for_selector("#activity li:has-text('virtual visitors')")
+        entries = page.locator("#activity li").all_text_contents()
+    assert [entry.split(" · ", 1)[1] for entry in entries] == [
+        "bob · virtual visitors: visitors 3",
+        "ada · - · settings: rate 3",
+    ]
 
 
 def test_the_back_office_of_no_room_says_so_once_it_knows(redis_url: str, browser: Any) -> None:

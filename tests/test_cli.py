@@ -182,6 +182,40 @@ async def test_set_release_remove_drain_seed(busy_room: str) -> None:
     assert len(seed["seed_sha256"]) == 64
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # --p was --port until every command took --prefix too.
+        (
+            ("serve-admin", "--p", "9000"),
+            "queuegate serve-admin: unknown option --p: options are not abbreviated "
+            "(did you mean --port or --prefix?) (see queuegate serve-admin --help)",
+        ),
+        (
+            ("--red", "redis://x", "list"),
+            "queuegate: unknown option --red: options are not abbreviated (did you mean --redis?)",
+        ),
+        (
+            ("list", "--red=redis://x"),
+            "queuegate list: unknown option --red: options are not abbreviated (did you mean --redis?)",
+        ),
+        (
+            ("set", "sale", "--ra", "5"),
+            "queuegate set: unknown option --ra: options are not abbreviated (did you mean --rate?)",
+        ),
+        (("show", "sale", "--colour"), "queuegate show: unknown option --colour (see queuegate show --help)"),
+    ],
+)
+def test_only_whole_option_names_with_a_clear_error(args: tuple[str, ...], message: str) -> None:
+    """An abbreviation's meaning changes as options are added, silently:
+    each is refused, naming the options it may have meant, before Redis is
+    asked anything (nothing answers at the URL below: that would be status 1)."""
+    result = cli(*args, url="redis://127.0.0.1:1/0")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("args", "status", "message"),

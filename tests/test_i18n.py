@@ -3,7 +3,9 @@ page the gate serves in every shipped language."""
 
 from __future__ import annotations
 
+import html
 import re
+import time
 from importlib.resources import files
 
 import pytest
@@ -240,6 +242,49 @@ async def test_the_gate_answers_in_the_visitors_language(make_gate: MakeGate) ->
     fixed = await make_gate(rooms=rooms[:1], language="de")
     _, headers, _ = await call_asgi(fixed, http_scope("/checkout", headers=korean))
     assert headers["content-language"] == "de"
+
+
+async def test_a_room_without_a_title_shows_visitors_no_name(make_gate: MakeGate) -> None:
+    """A room's name is the operator's ("checkout", "drop-7f3a"): without a
+    title, the waiting, prequeue and challenge pages showed it under their
+    heading and in the tab's title. They show none now, in every language;
+    a title given is shown, in the visitor's language."""
+    headings = {
+        "internal-line": "in_line",
+        "internal-drop": "opening_soon",
+        "internal-check": "check_heading",
+    }
+    rooms = [
+        Room("internal-line", paths=["/internal-line"], rate=1, per=3600, client_limit=0),
+        Room("internal-drop", paths=["/internal-drop"], rate=1, client_limit=0, opens_at=time.time() + 3600),
+        Room("internal-check", paths=["/internal-check"], rate=1, client_limit=0, challenge=1000),
+        Room(
+            "sale",
+            paths=["/sale"],
+            rate=1,
+            per=3600,
+            client_limit=0,
+            title={"en": "Summer sale", "ar": "تخفيضات الصيف"},
+        ),
+    ]
+    gate = await make_gate(rooms=rooms)
+    await call_asgi(gate, http_scope("/internal-line"))  # the hour's one admission
+    await call_asgi(gate, http_scope("/sale"))
+    for code in LANGUAGES:
+        language = [(b"accept-language", code.encode())]
+        for name, heading in headings.items():
+            status, _, body = await call_asgi(gate, http_scope(f"/{name}", headers=language))
+            page, where = body.decode(), (code, name)
+            assert status == 503, where
+            assert f"<title>{html.escape(language_for(code).text(TEXTS[heading]))}</title>" in page, where
+            assert 'class="room"' not in page, where
+            assert "$" not in page.split("<script>")[0], where  # no placeholder left
+            assert name not in re.sub(r"<[^>]*>", "", page), where  # in no text a visitor sees
+    for code, title in (("en", "Summer sale"), ("ar", "تخفيضات الصيف")):
+        _, _, body = await call_asgi(gate, http_scope("/sale", headers=[(b"accept-language", code.encode())]))
+        page = body.decode()
+        assert f"<title>{html.escape(language_for(code).text(TEXTS['in_line']))}: {title}</title>" in page
+        assert f'<p class="room">{title}</p>' in page
 
 
 def test_a_language_that_is_not_shipped_is_a_clear_error() -> None:

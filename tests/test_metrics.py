@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -54,6 +55,34 @@ async def test_metrics_for_every_room(make_gate: MakeGate) -> None:
     assert histogram[("queuegate_wait_seconds_count", "admitted", None)] == 1
     assert histogram[("queuegate_wait_seconds_count", "gave_up", None)] == 0
     assert samples[("queuegate_estimate_accurate_ratio", "sale")] == -1
+
+
+async def test_cookies_signed_with_another_key_are_counted_for_the_gate_given(make_gate: MakeGate) -> None:
+    """Processes with different secret keys send a visitor to the back of
+    the line at each move: counted by the process (``Tokens.foreign``), it
+    was only in the log. Each process's scrape says its own count."""
+    room = Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=0)
+    one = await make_gate(rooms=[room], secret_key="a-key-of-process-one-0123456789")
+    two = await make_gate(rooms=[room], secret_key="a-key-of-process-two-0123456789")
+    async with client_for(one) as visitor:
+        await visitor.get("/checkout")
+        cookie = {"cookie": f"{room.cookie.decode()}={visitor.cookies[room.cookie.decode()]}"}
+    async with client_for(two) as moved:
+        await moved.get("/checkout", headers=cookie)
+
+    async def scraped(app: Any) -> dict[str, Any]:
+        async with client_for(app) as scraper:
+            text = (await scraper.get("/")).text
+        return {family.name: family for family in text_string_to_metric_families(text)}
+
+    (counted,) = (await scraped(metrics_app(two.store, gate=two)))["queuegate_foreign_cookies"].samples
+    assert (counted.name, counted.labels, counted.value) == ("queuegate_foreign_cookies_total", {}, 1)
+    families = await scraped(metrics_app(one.store, gate=one))
+    assert families["queuegate_foreign_cookies"].type == "counter"
+    assert "none of this process's secret keys" in families["queuegate_foreign_cookies"].documentation
+    assert families["queuegate_foreign_cookies"].samples[0].value == 0
+    # Without a gate the exporter knows no process's counts: no such metric.
+    assert "queuegate_foreign_cookies" not in await scraped(metrics_app(one.store))
 
 
 async def test_metrics_when_redis_is_down(make_gate: MakeGate) -> None:

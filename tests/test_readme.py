@@ -27,7 +27,7 @@ def test_readme_first_screen_has_both_commands_and_the_picture() -> None:
 
 
 def test_readme_is_a_front_door_not_a_notebook() -> None:
-    assert len(README.splitlines()) <= 310
+    assert len(README.splitlines()) <= 300  # the rest goes in docs/
     headings = re.findall(r"^## (.+)$", README, re.M)
     for needed in ("Install", "Quickstarts", "Settings at a glance", "Documentation"):
         assert needed in headings

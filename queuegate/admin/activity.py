@@ -22,9 +22,10 @@ def _key(store: Store) -> str:
     return f"{store.prefix}:admin:activity"
 
 
-async def record(store: Store, who: str, room: str, action: str, details: dict[str, Any]) -> dict[str, Any]:
-    """Log what concerns no one room (``room`` "-" for none)."""
-    entry = {"at": store.redis_now_ms(), "who": who, "room": room, "action": action, "details": details}
+async def record(store: Store, who: str, action: str, details: dict[str, Any]) -> dict[str, Any]:
+    """Log what concerns no one room: its ``room`` is ``None`` (any string
+    is, or may be, a room's name: "-" is one)."""
+    entry = {"at": store.redis_now_ms(), "who": who, "room": None, "action": action, "details": details}
     key = _key(store)
     await store.guard(store.client.lpush(key, json.dumps(entry)))
     await store.guard(store.client.ltrim(key, 0, KEEP - 1))
@@ -36,7 +37,9 @@ async def latest(store: Store, count: int = 50, room: str | None = None) -> list
     if room is not None:
         return await store.activity(room, count)
     raw = await store.guard(store.client.lrange(_key(store), 0, count - 1))
-    entries = [json.loads(item) for item in raw]
+    # Every entry of this list concerns no one room (older ones said so
+    # with "-", which is also a room's name).
+    entries = [{**json.loads(item), "room": None} for item in raw]
     for name in await store.room_names():
         entries += await store.activity(name, count)
     # Stable: entries of one log at the same millisecond keep their order.

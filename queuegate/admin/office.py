@@ -282,7 +282,7 @@ class BackOffice:
             )
         )
         details = {"visitors": visitors, "path": path, "give_up": give_up, "leave": leave}
-        await activity.record(self.store, who, "-", "virtual visitors", details)
+        await activity.record(self.store, who, "virtual visitors", details)
         return JSONResponse({"running": True, **details})
 
     def _simulation(self) -> dict[str, Any] | None:

@@ -6,7 +6,8 @@ import argparse
 import math
 import os
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
@@ -27,7 +28,46 @@ class CommandError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """Bad values are one line on stderr, naming the option, and status 2."""
+    """Bad values are one line on stderr, naming the option, and status 2.
+
+    Only whole option names: an abbreviation's meaning changes as options
+    are added (``serve-admin --p`` meant ``--port`` until every command
+    took ``--prefix``), so a script's ``--p 9000`` would one day be an
+    error or another option. An unknown option is named in the error, with
+    the ones it may have meant."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: set[str] = set()
+        self.commands: dict[str, Parser] = {}
+        kwargs["allow_abbrev"] = False  # the commands' parsers are Parsers too
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.options.update(action.option_strings)
+        return action
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        commands = super().add_subparsers(**kwargs)
+        self.commands = commands.choices  # filled by each add_parser
+        return commands
+
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        arguments = list(sys.argv[1:] if args is None else args)
+        # What comes after the command is the command's parser's to check.
+        ours = next((i for i, word in enumerate(arguments) if word in self.commands or word == "--"), None)
+        for argument in arguments[:ours]:
+            name = argument.split("=", 1)[0]
+            # (argparse takes a word with a space for a value, not an option)
+            if name.startswith("--") and " " not in name and name not in self.options:
+                meant = " or ".join(sorted(option for option in self.options if option.startswith(name)))
+                self.error(
+                    f"unknown option {name}"
+                    + (f": options are not abbreviated (did you mean {meant}?)" if meant else "")
+                )
+        return super().parse_known_args(arguments, namespace)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")

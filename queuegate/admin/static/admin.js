@@ -310,8 +310,8 @@
     if (!entries.length) node.appendChild(el("li", { "class": "note" }, "no changes yet"));
     entries.forEach(function (a) {
       var details = Object.keys(a.details).map(function (k) { return k + " " + JSON.stringify(a.details[k]); }).join(", ");
-      // "-": an entry of no one room (a run of virtual visitors).
-      var room = a.room === "-" ? "" : a.room + " · ";
+      // null: an entry of no one room (a run of virtual visitors).
+      var room = a.room === null ? "" : a.room + " · ";
       node.appendChild(el("li", {}, new Date(a.at).toLocaleString() + " · " + a.who + " · " + room + a.action + (details ? ": " + details : "")));
     });
   }
