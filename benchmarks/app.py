@@ -10,11 +10,12 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -79,7 +80,46 @@ async def joins(request: Request) -> JSONResponse:
     return JSONResponse(counts)
 
 
-bare = Starlette(routes=[Route("/sse", held_stream), Route("/_bench/joins", joins), Route("/{name}", page)])
+# A join's answer as the gated server sent it (its status, headers and
+# body), which the bare app sends again at ``GET /_bench/sample``: what
+# sending the waiting page costs without any of the gate's work.
+@dataclass
+class Sample:
+    status: int = 200
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    body: bytes = b"ok"
+
+
+sample = Sample()
+
+
+async def set_sample(request: Request) -> Response:
+    given = await request.json()
+    sample.status = int(given["status"])
+    sample.headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in given["headers"]
+        if name.lower() != "content-length"
+    ]
+    sample.body = given["body"].encode()
+    return Response(status_code=204)
+
+
+async def sent_again(request: Request) -> Response:
+    response = Response(sample.body, status_code=sample.status)
+    response.raw_headers = [*sample.headers, (b"content-length", str(len(sample.body)).encode())]
+    return response
+
+
+bare = Starlette(
+    routes=[
+        Route("/sse", held_stream),
+        Route("/_bench/joins", joins),
+        Route("/_bench/sample", sent_again),
+        Route("/_bench/sample", set_sample, methods=["POST"]),
+        Route("/{name}", page),
+    ]
+)
 app: ASGIApp
 
 

@@ -155,6 +155,19 @@ def cookie(port: int, path: str, room: str, visits: int) -> str:
     return f"qg_{room}={value}"
 
 
+def sample_join(bare: int, gated: int) -> int:
+    """Hand the bare app one join's answer from the gated app, to send
+    again as the joins' control (benchmarks.app); its body's size."""
+    for address in ("192.0.2.1", "192.0.2.2"):  # (the room's first visitor may be let in at once)
+        answer = httpx.get(f"http://127.0.0.1:{gated}/join", headers={"X-Forwarded-For": address})
+    if "qg_bench-join" not in answer.cookies:
+        raise RuntimeError(f"a join was not answered with a place: {answer.status_code}")
+    headers = [(name, value) for name, value in answer.headers.multi_items()]
+    given = {"status": answer.status_code, "headers": headers, "body": answer.text}
+    httpx.post(f"http://127.0.0.1:{bare}/_bench/sample", json=given).raise_for_status()
+    return len(answer.content)
+
+
 def joins_sent(port: int) -> dict[str, int]:
     """The gated server's account of its newcomers' joins (benchmarks.app)."""
     return dict(httpx.get(f"http://127.0.0.1:{port}/_bench/joins").json())
@@ -172,23 +185,45 @@ def side_by_side(
     many_clients: bool = False,
     generators: int = 1,
     rate: float | None = None,
+    control: str | None = None,
 ) -> tuple[dict[str, Any], int]:
-    """The figures of the scenario, and how many gated requests were made."""
+    """The figures of the scenario, and how many gated requests were made.
+    ``control``: a path of the bare app measured too in each round (its
+    figures as ``control_*``)."""
     pairs: list[tuple[Run, Run]] = []
+    controls: list[Run] = []
     pace = {"generators": generators, "rate": rate}
     before = joins_sent(gated.port)
     for _ in range(rounds):
-        pairs.append(
-            (
-                measured(bare, redis_url, "/page", seconds, connections, {}, many_clients, **pace),
-                measured(gated, redis_url, path, seconds, connections, headers, many_clients, **pace),
+        bare_run = measured(bare, redis_url, "/page", seconds, connections, {}, many_clients, **pace)
+        if control:
+            controls.append(
+                measured(bare, redis_url, control, seconds, connections, {}, many_clients, **pace)
             )
+        pairs.append(
+            (bare_run, measured(gated, redis_url, path, seconds, connections, headers, many_clients, **pace))
         )
     after = joins_sent(gated.port)
     med = statistics.median
     loads = [(bare_run.load, gated_run.load) for bare_run, gated_run in pairs]
     busy = max(run.load.generator_busy for pair in pairs for run in pair)
     calls = after["calls"] - before["calls"]
+    versus: dict[str, Any] = {}
+    if controls:
+        # The bare app sending the gated answer's bytes again: how much of
+        # the gated figures is the answer's size and headers alone.
+        rounds_of = list(zip(controls, pairs, strict=True))
+        versus = {
+            "control_rps": round(med(c.load.requests_per_second for c in controls)),
+            "control_ratio": round(
+                med(c.load.requests_per_second / b.load.requests_per_second for c, (b, _) in rounds_of), 3
+            ),
+            "gated_vs_control": round(
+                med(g.load.requests_per_second / c.load.requests_per_second for c, (_, g) in rounds_of), 3
+            ),
+            "control_app_cpu_us": round(med(c.app_cpu_us for c in controls), 1),
+            "control_app_cpu_ratio": round(med(c.app_cpu_us / b.app_cpu_us for c, (b, _) in rounds_of), 2),
+        }
     return {
         "bare_rps": round(med(b.requests_per_second for b, _ in loads)),
         "gated_rps": round(med(g.requests_per_second for _, g in loads)),
@@ -212,6 +247,7 @@ def side_by_side(
         "generator_busy": busy,
         "generator_saturated": busy >= SATURATED,
         **({"offered_rps": round(rate)} if rate is not None else {}),
+        **versus,
     }, sum(g.requests for _, g in loads)
 
 
@@ -369,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                 "joining": ("/join", {}, True),
                 "joining_paced": ("/join", {}, True),
             }
+            if {"joining", "joining_paced"} & set(chosen):
+                page_bytes = sample_join(bare.port, gated.port)
             for name, (path, headers, many_clients) in scenarios.items():
                 if name not in chosen:
                     continue
@@ -391,12 +429,14 @@ def main(argv: list[str] | None = None) -> int:
                     many_clients,
                     args.generators,
                     rate,
+                    "/_bench/sample" if path == "/join" else None,
                 )
                 if path == "/join":
                     # Each join took a place (none was refused by the limit
                     # on new places per client, nor failed).
                     joined = asyncio.run(line_length(server.url)) - line_before
                     report[name]["joined_share"] = round(joined / requests, 3)
+                    report[name]["control_bytes"] = page_bytes
                 if not args.json:
                     print(name, report[name], flush=True)
             if "million" in chosen:

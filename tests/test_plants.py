@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from benchmarks.adaptive import p95_per_second
-from benchmarks.families import oracle, phase_figures, simulate, unavoidable_over
+from benchmarks.families import climb, oracle, phase_figures, simulate, unavoidable_over
 from benchmarks.plants import (
     POOL_TIMEOUT_S,
     SHED_MS,
@@ -210,6 +210,20 @@ def test_the_oracle_is_the_best_fixed_rate_within_target() -> None:
     assert best["over_target"] <= 0.10
     plant, _, _ = make_plant("pool", 0, SECONDS)
     assert 0.3 * capacity_rate(plant, 1.0) <= best["rate"] <= 1.25 * capacity_rate(plant, 1.0)
+
+
+def test_the_climb_bounds_fall_at_once_and_find_a_growth_only_when_told() -> None:
+    """The fastest climb the safety rule allows: a fall at once, a rise
+    doubling at most every visit; found ``found_after`` s into a phase whose
+    oracle grew (a room whose only sign of growth is a probe), and not in a
+    phase whose oracle fell, nor in the first (nothing to hold to)."""
+    oracles = [{"rate": 12.0}, {"rate": 3.0}, {"rate": 16.0}]
+    assert climb(oracles, 2, 6) == [10, 10, 12, 12, 12, 12, *[3] * 6, 6, 6, 12, 12, 16, 16]
+    assert climb(oracles, 2, 6, found_after=3) == [
+        *[10, 10, 12, 12, 12, 12],
+        *[3] * 6,
+        *[3, 3, 3, 6, 6, 12],
+    ]
 
 
 @pytest.mark.anyio
