@@ -193,9 +193,9 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
     assert in_redis(redis_url, lambda store: store.stats("sale"))["rate"] == 7
 
 
-def rooms_table_says(browser: Any, store: Store, text: str) -> Any:
-    """Signs in to a back office on ``store`` and waits for the rooms table
-    to say ``text``; returns the page."""
+def signed_in_until(browser: Any, store: Store, selector: str) -> Any:
+    """Signs in to a back office on ``store`` and waits for ``selector``;
+    returns the page (its server stopped, what it shows kept)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -208,8 +208,14 @@ def rooms_table_says(browser: Any, store: Store, text: str) -> Any:
         page.goto(f"{base}/ops/login")
         page.fill("#secret", SECRET)
         page.click("button[type=submit]")
-        page.wait_for_selector(f"#rooms td:has-text('{text}')")
+        page.wait_for_selector(selector)
         return page
+
+
+def rooms_table_says(browser: Any, store: Store, text: str) -> Any:
+    """Signs in to a back office on ``store`` and waits for the rooms table
+    to say ``text``; returns the page."""
+    return signed_in_until(browser, store, f"#rooms td:has-text('{text}')")
 
 
 def test_a_room_named_dash_is_named_in_the_activity_list(redis_url: str, browser: Any) -> None:
@@ -222,21 +228,10 @@ def test_a_room_named_dash_is_named_in_the_activity_list(redis_url: str, browser
         await activity.record(store, "bob", "virtual visitors", {"visitors": 3})
 
     in_redis(redis_url, changes)
-    store = Store(connect(redis_url, 5.0))
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await store.aclose()
-
-    app = Starlette(routes=[Mount("/ops", admin.app(store, secret=SECRET))], lifespan=lifespan)
-    with served(app) as base:
-        page = browser.new_context().new_page()
-        page.goto(f"{base}/ops/login")
-        page.fill("#secret", SECRET)
-        page.click("button[type=submit]")
-        page.wait_for_selector("#activity li:has-text('virtual visitors')")
-        entries = page.locator("#activity li").all_text_contents()
+    page = signed_in_until(
+        browser, Store(connect(redis_url, 5.0)), "#activity li:has-text('virtual visitors')"
+    )
+    entries = page.locator("#activity li").all_text_contents()
     assert [entry.split(" · ", 1)[1] for entry in entries] == [
         "bob · virtual visitors: visitors 3",
         "ada · - · settings: rate 3",
