@@ -37,7 +37,9 @@ try:
     from prometheus_client.exposition import CONTENT_TYPE_LATEST
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
-        'queuegate.metrics needs prometheus-client: pip install "queuegate[prometheus]"'
+        "queuegate.metrics needs prometheus-client: install queuegate's `prometheus` extra "
+        "(`pip install -e '<the queuegate clone>[prometheus]'`, or its wheel with [prometheus]; "
+        "queuegate is not on PyPI)"
     ) from exc
 
 __all__ = ["metrics_app", "metrics_text"]

@@ -161,7 +161,7 @@ class Tokens:
         seen_ms: int = 0,
     ) -> str:
         # visitor~user~until~binding~place~seen, empty fields at the end left
-        # out (a token of version 0.1 is "visitor" or "visitor~user").
+        # out (a token made before 2026-11-22 is "visitor" or "visitor~user").
         numbers = [str(n) if n else "" for n in (until_ms, place, seen_ms)]
         value = "~".join([visitor_id, user_hash or "", numbers[0], binding, *numbers[1:]])
         return self._signer(room).sign(value.rstrip("~")).decode()

@@ -127,6 +127,29 @@ def test_no_motion_for_those_who_ask_for_less(redis_url: str, browser: Browser) 
         context.close()
 
 
+def test_the_waiting_pages_sign_of_life_is_not_a_progress_bar(redis_url: str, browser: Browser) -> None:
+    """A segment sliding in a track read as a progress bar stuck at 30 %. The
+    sign is three equal dots, hidden from screen readers, and nothing on the
+    page claims a share done."""
+    html = gate_pages(redis_url)["waiting"]
+    context = browser.new_context(bypass_csp=True)
+    page = context.new_page()
+    page.set_content(html)
+    hidden, sizes = page.evaluate(
+        """() => {
+          const sign = document.querySelector(".dots");
+          const sizes = [...sign.children].map(d => [d.offsetWidth, d.offsetHeight]);
+          return [sign.getAttribute("aria-hidden"), sizes];
+        }"""
+    )
+    assert hidden == "true"
+    assert len(sizes) == 3
+    assert len({tuple(size) for size in sizes}) == 1
+    assert sizes[0][0] > 0
+    assert page.locator("progress, [role=progressbar], .bar").count() == 0
+    context.close()
+
+
 def test_the_last_update_is_told_in_the_pages_language_on_the_visitors_clock(
     redis_url: str, browser: Browser
 ) -> None:

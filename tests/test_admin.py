@@ -195,6 +195,11 @@ async def test_every_change_is_logged_with_who_and_what(store: Store) -> None:
         assert (await client.post("/ops/api/rooms/sale/jump", json={})).status_code == 404
         assert (await client.post("/ops/api/rooms/sale/release", json={"visitor": ""})).status_code == 400
         assert (await client.post("/ops/api/rooms/sale", json={"rate": -1})).status_code == 400
+        # The settings the page's form gained have the API's bounds.
+        for wrong in ({"max_step": 0}, {"sliding": "yes"}, {"forget": -1}):
+            refused = await client.post("/ops/api/rooms/sale", json=wrong)
+            assert refused.status_code == 400, wrong
+            assert next(iter(wrong)) in refused.json()["error"]
         assert (await client.post("/ops/api/rooms/sale", json={"colour": "red"})).status_code == 400
         assert (await client.post("/ops/api/rooms/nope", json={"rate": 1})).status_code == 404
         gone = await client.post("/ops/api/rooms/nope/remove", json={"visitor": "v1"})

@@ -154,6 +154,39 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         assert page.text_content("#message") == "Done: changed session = 900"
         assert in_redis(redis_url, lambda store: store.stats("sale"))["client_limit"] == ROOM.client_limit
 
+        # Every run-time setting is in the form: sliding, max_step and forget
+        # were only in the API. The form holds the API's bounds (max_step of
+        # 1 or more), and a change sent once is not sent again with the next.
+        assert not page.is_checked("#set-sliding")
+        assert page.input_value("#set-max_step") == str(ROOM.max_step)
+        assert page.input_value("#set-forget") == "0"
+        page.fill("#set-max_step", "0")
+        assert not page.evaluate("() => document.getElementById('set-max_step').checkValidity()")
+        page.check("#set-sliding")
+        page.fill("#set-max_step", "50")
+        page.fill("#set-forget", "7200")
+        page.locator("#settings button[type=submit]").click()
+        changed = "Done: changed sliding = true, max_step = 50, forget = 7200"
+        page.wait_for_selector(f"#message:has-text('{changed}')")
+        stats = in_redis(redis_url, lambda store: store.stats("sale"))
+        assert (stats["sliding"], stats["max_step"], stats["forget"]) == (1, 50, 7_200_000)
+        page.fill("#set-abandon", "1800")
+        page.locator("#settings button[type=submit]").click()
+        page.wait_for_selector("#message:has-text('Done: changed abandon = 1800')")
+        assert page.text_content("#message") == "Done: changed abandon = 1800"
+
+        # A reset to the code's value says so in the log (it said "null").
+        in_redis(redis_url, lambda store: store.configure("sale", session=None, who="ada"))
+        page.wait_for_selector("#activity li:has-text('session reset to the code')", timeout=5000)
+        assert "null" not in (page.text_content("#activity") or "")
+
+        # The seed is offered only where there is a draw: a lottery here.
+        assert page.locator("#seed").is_hidden()
+        in_redis(redis_url, lambda store: store.configure("sale", method="random"))
+        page.wait_for_selector("#seed:visible:has-text('lottery')", timeout=10_000)
+        in_redis(redis_url, lambda store: store.configure("sale", method="fifo"))
+        page.wait_for_selector("#seed", state="hidden", timeout=10_000)
+
         # A room with a health target: its p95, target and rate, charted live.
         page.locator("tr[data-room=adaptive] button", has_text="adaptive").click()
         page.wait_for_selector("#health-figure:not([hidden])")

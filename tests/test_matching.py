@@ -302,7 +302,7 @@ def _rss_bytes() -> int:
 @pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="needs /proc")
 async def test_hostile_long_paths_do_not_grow_the_worker(make_gate: MakeGate) -> None:
     """10,000 unique 60 KB paths (httptools accepts 65 KB URLs), half of them
-    gated: the process grows by less than 20 MB. (Version 0.1 cached each
+    gated: the process grows by less than 20 MB. (The first code cached each
     path's normal form: about 1.2 GB for these.)"""
     gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=0)])
 
@@ -325,7 +325,7 @@ async def test_hostile_long_paths_do_not_grow_the_worker(make_gate: MakeGate) ->
 
 async def test_a_pattern_with_a_trailing_slash_gates_the_bare_directory(make_gate: MakeGate) -> None:
     """Room ``/checkout/*``, request ``/checkout/``: Starlette dispatches it to
-    ``/checkout/{rest:path}`` with an empty ``rest``. Version 0.1 dropped the
+    ``/checkout/{rest:path}`` with an empty ``rest``. The first code dropped the
     trailing slash before matching, and let it through."""
     gate = await make_gate(rooms=[Room("sale", paths=["/checkout/*"], rate=1)])
     for path in ("/checkout/", "/checkout/x", "/Checkout//"):

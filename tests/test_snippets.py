@@ -51,10 +51,21 @@ def load(name: str) -> ModuleType:
 
 @pytest.fixture
 def environment(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """What the quickstarts read: a secret and this test's Redis."""
-    monkeypatch.setenv("SECRET_KEY", SECRET)
+    """What the quickstarts read, under the gate's own names only: a secret
+    and this test's Redis."""
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    monkeypatch.setenv("QUEUEGATE_SECRET_KEY", SECRET)
     monkeypatch.setenv("QUEUEGATE_REDIS_URL", redis_url)
     return redis_url
+
+
+def test_the_snippets_read_only_the_gate_s_own_variables() -> None:
+    """One name per setting: the quickstarts read SECRET_KEY while the gate
+    reads QUEUEGATE_SECRET_KEY, so setting only the gate's crashed them."""
+    for path in SNIPPETS.glob("*.py"):
+        names = re.findall(r"os\.environ(?:\.get)?[\[(]\"(\w+)\"", path.read_text())
+        assert names, path.name
+        assert all(name.startswith("QUEUEGATE_") for name in names), (path.name, names)
 
 
 def first_admitted_second_waits(base: str, page: str) -> None:

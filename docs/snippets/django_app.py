@@ -10,7 +10,7 @@ from django.urls import path
 from queuegate import QueueGate, Room
 from queuegate.integrations.django import gated
 
-SECRET_KEY = os.environ["SECRET_KEY"]  # 16+ random characters, the same in every process
+SECRET_KEY = os.environ["QUEUEGATE_SECRET_KEY"]  # 16+ random characters, the same in every process
 REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 # In a project: settings.py.

@@ -8,7 +8,7 @@ from fastapi import Depends, FastAPI
 from queuegate import Admission, QueueGate, Room
 from queuegate.integrations.fastapi import queue
 
-SECRET_KEY = os.environ["SECRET_KEY"]  # 16+ random characters, the same in every process
+SECRET_KEY = os.environ["QUEUEGATE_SECRET_KEY"]  # 16+ random characters, the same in every process
 REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 app = FastAPI()

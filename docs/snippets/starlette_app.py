@@ -9,7 +9,7 @@ from starlette.routing import Route
 
 from queuegate import QueueGate, Room
 
-SECRET_KEY = os.environ["SECRET_KEY"]  # 16+ random characters, the same in every process
+SECRET_KEY = os.environ["QUEUEGATE_SECRET_KEY"]  # 16+ random characters, the same in every process
 REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 

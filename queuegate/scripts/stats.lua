@@ -32,7 +32,7 @@ local out = {
   'rate', rate, 'per', per, 'capacity', capacity, 'session', session,
   'sliding', sliding and 1 or 0, 'abandon', abandon, 'max_step', max_step,
   'status', status, 'method', method, 'opens_at', opens_at, 'challenge', challenge,
-  'client_limit', client_limit,
+  'client_limit', client_limit, 'forget', forget,
   'prequeue', prequeue and 1 or 0,
 }
 local names = {'admitted', 'joined', 'abandoned', 'expired', 'released', 'left',

@@ -245,14 +245,20 @@
     var form = document.getElementById("settings");
     if (form.contains(document.activeElement)) return;
     clear(form);
+    // Every run-time setting, with the bounds the API checks (checks.py):
+    // [name, kind, label, extra attributes of its field].
     var fields = [
-      ["rate", "number", "visitors per interval (0 = no rate)"], ["per", "seconds", "interval (s)"],
-      ["capacity", "number", "most active at once (0 = none)"], ["session", "seconds", "session (s)"],
+      ["rate", "number", "visitors per interval (0 = no rate)"], ["per", "seconds", "interval (s)", { min: "0.001" }],
+      ["capacity", "number", "most active at once (0 = none)"], ["session", "seconds", "session (s)", { min: "0.001" }],
+      ["sliding", "bool", "each request renews the session"],
       ["abandon", "seconds", "silent this long: skipped (s)"], ["status", STATUSES, "status"], ["method", METHODS, "order"],
-      ["opens_at", "datetime", "opens at (your time zone)"], ["challenge", "number", "proof of work (0 = none)"],
-      ["client_limit", "number", "places a client may take a minute"], ["target_ms", "number", "health target p95 (ms, 0 = off)"],
-      ["max_errors", "share", "errors tolerated (share)"], ["floor", "number", "controller's floor"],
-      ["ceiling", "number", "controller's ceiling (0 = none)"], ["settle", "seconds", "controller's settle time (s)"]];
+      ["max_step", "number", "most moved from the line per call", { min: "1" }],
+      ["opens_at", "datetime", "opens at (your time zone)"], ["challenge", "number", "proof of work (0 = none)", { max: "10000000" }],
+      ["client_limit", "number", "places a client may take a minute"],
+      ["forget", "seconds", "unused this long: forgotten (s, 0 = never)"],
+      ["target_ms", "number", "health target p95 (ms, 0 = off)"],
+      ["max_errors", "share", "errors tolerated (share)", { max: "1" }], ["floor", "number", "controller's floor", { min: "1" }],
+      ["ceiling", "number", "controller's ceiling (0 = none)"], ["settle", "seconds", "controller's settle time (s)", { min: "0.001" }]];
     var before = {}, fixed = !stats.target_in_code;
     fields.forEach(function (f) {
       var name = f[0], kind = f[1], id = "set-" + name, input, value = stats[name];
@@ -260,13 +266,18 @@
       if (Array.isArray(kind)) {
         input = el("select", { id: id, name: name });
         kind.forEach(function (v) { var o = el("option", { value: v }, v); if (v === value) o.selected = true; input.appendChild(o); });
+      } else if (kind === "bool") {
+        input = el("input", { id: id, name: name, type: "checkbox" });
+        input.checked = Boolean(value);
+        value = input.checked;
       } else if (kind === "datetime") {
         input = el("input", { id: id, name: name, type: "datetime-local" });
         if (value > 0) { var d = new Date(value - new Date(value).getTimezoneOffset() * 60000); input.value = d.toISOString().slice(0, 16); }
         value = input.value;
       } else {
         if (kind === "seconds") value = value / 1000;
-        input = el("input", { id: id, name: name, type: "number", min: "0", step: kind === "number" ? "1" : "any", value: value });
+        input = el("input", Object.assign({ id: id, name: name, type: "number", min: "0", step: kind === "number" ? "1" : "any",
+          value: value }, f[3] || {}));
       }
       // A setting the stats lack is blank, and stays unsent unless typed in.
       before[name] = value === undefined || value === null ? "" : String(value);
@@ -280,16 +291,23 @@
     form.appendChild(save);
     form.onsubmit = function (event) {
       event.preventDefault();
-      var body = {};
+      var body = {}, shown = {};
       fields.forEach(function (f) {
-        var input = form.elements[f[0]], v = input.value;
+        var input = form.elements[f[0]], v = f[1] === "bool" ? String(input.checked) : input.value;
         if (v === before[f[0]]) return;
-        if (f[1] === "datetime") body[f[0]] = v ? new Date(v).toISOString() : 0;
+        shown[f[0]] = v;
+        if (f[1] === "bool") body[f[0]] = input.checked;
+        else if (f[1] === "datetime") body[f[0]] = v ? new Date(v).toISOString() : 0;
         else if (Array.isArray(f[1])) body[f[0]] = v;
         else body[f[0]] = Number(v);
       });
       if (!Object.keys(body).length) { say("Nothing changed."); return; }
-      change(selected, "", body).then(function () { loadDetail(); });
+      change(selected, "", body).then(function () {
+        // Applied: what the form shows is the room's now (a form kept while
+        // it has the focus sent the same change again with the next one).
+        Object.assign(before, shown);
+        loadDetail();
+      });
     };
   }
   function visitorsList(visitors) {
@@ -305,15 +323,27 @@
       box.appendChild(list);
     });
   }
+  // One setting of a logged change; null is a reset (Store.configure(x=None)).
+  function changeText(name, value) {
+    if (value !== null) return name + " " + JSON.stringify(value);
+    return name === "pinned" ? "pinned off (back to the controller)" : name + " reset to the code's value";
+  }
   function activityList(node, entries) {
     clear(node);
     if (!entries.length) node.appendChild(el("li", { "class": "note" }, "no changes yet"));
     entries.forEach(function (a) {
-      var details = Object.keys(a.details).map(function (k) { return k + " " + JSON.stringify(a.details[k]); }).join(", ");
+      var details = Object.keys(a.details).map(function (k) { return changeText(k, a.details[k]); }).join(", ");
       // null: an entry of no one room (a run of virtual visitors).
       var room = a.room === null ? "" : a.room + " · ";
       node.appendChild(el("li", {}, new Date(a.at).toLocaleString() + " · " + a.who + " · " + room + a.action + (details ? ": " + details : "")));
     });
+  }
+  // The seed matters only to a room that draws: a lottery, or a scheduled
+  // opening whose early comers are shuffled.
+  function drawsShown(stats) {
+    var seed = document.getElementById("seed");
+    seed.hidden = !(stats.method === "random" || stats.opens_at > 0);
+    seed.textContent = stats.method === "random" ? "Reveal the lottery's seed…" : "Reveal the opening draw's seed…";
   }
   function loadDetail() {
     if (!selected) return;
@@ -326,6 +356,7 @@
       drawMinutes(d.analytics.minutes, d.stats);
       histogram(d.analytics);
       settingsForm(d.stats);
+      drawsShown(d.stats);
       visitorsList(d.visitors);
       showActivity();
     }).catch(function (err) { say(err.message, true); });
@@ -338,6 +369,7 @@
   }
   function select(room) {
     selected = room;
+    document.getElementById("seed-out").textContent = "";
     document.getElementById("activity-room-name").textContent = "room " + room;
     Array.prototype.forEach.call(document.querySelectorAll("#rooms tr"), function (tr) {
       tr.className = tr.getAttribute("data-room") === room ? "selected" : "";
