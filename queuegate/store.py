@@ -33,6 +33,7 @@ from .outcomes import Outcome, decode, decode_joins, text, waiting
 from .pipeline import pack
 from .readings import Readings
 from .settings import ConfigError, Room, check_room_setting
+from .stats import decode_stats
 from .ticker import Tick, Ticker
 
 # connect, redacted and Client live in queuegate.connections, StoreError and
@@ -414,20 +415,13 @@ class Store(Readings):
         return int(reply[0]), text(reply[1])
 
     async def stats(self, room: RoomRef, *, now: int | None = None) -> dict[str, Any]:
-        """Live numbers and effective settings (durations in ms); see stats.lua."""
+        """Live numbers and effective settings (durations in ms); see stats.lua.
+        ``run_time`` lists the settings an operator set at run time, which
+        win over the code's; ``controlled`` names the one the admission
+        controller holds ("": none); ``code`` has the code's value of each."""
         name = room if isinstance(room, str) else room.name
         reply = await self._call("stats", room, now, extra_keys=(self._base(name) + "health",))
-        out: dict[str, Any] = {}
-        for field, raw in zip(reply[::2], reply[1::2], strict=True):
-            value = text(raw)
-            key = text(field)
-            if key in ("status", "method", "seed_sha256", "health_reason", "health_changed"):
-                out[key] = value
-            elif key.endswith("per_minute") or key in ("max_errors", "error_rate"):
-                out[key] = float(value)
-            else:
-                out[key] = int(float(value))
-        return out
+        return decode_stats(reply)
 
     async def configure(
         self, room: RoomRef, *, now: int | None = None, who: str | None = None, **changes: Any

@@ -14,7 +14,7 @@ import anyio
 import httpx
 import pytest
 
-from queuegate import Room
+from queuegate import Room, Store
 from queuegate.embedded import free_port
 
 from .conftest import MakeGate, client_for, wait_for_http
@@ -180,6 +180,36 @@ async def test_set_release_remove_drain_seed(busy_room: str) -> None:
     seed = json.loads(cli("seed", "sale", "--json", url=busy_room).stdout)
     assert len(seed["seed"]) == 32
     assert len(seed["seed_sha256"]) == 64
+
+
+@pytest.mark.anyio
+async def test_show_and_list_mark_each_setting_set_at_run_time_with_the_codes_value(
+    redis_url: str, store: Store
+) -> None:
+    # (No gate here: its ticker would tell Redis SALE's values again.)
+    await store.stats(SALE)
+    assert cli("set", "sale", "--status", "paused", "--session", "600", url=redis_url).returncode == 0
+    # The app redeployed with another session and rate: the code's values
+    # reach Redis with its first call.
+    await store.stats(Room("sale", paths=["/checkout*"], rate=3, per=60.0, session=900.0))
+    text = cli("show", "sale", url=redis_url).stdout
+    assert re.search(r"^ +status +paused +set at run time; code: open$", text, re.MULTILINE), text
+    assert re.search(r"^ +session +10 min, fixed +set at run time; code: 15 min, fixed$", text, re.MULTILINE)
+    assert re.search(r"^ +rate +3 visitors every 1 min$", text, re.MULTILINE)  # the code's, unmarked
+    assert re.search(r"^ +forget +never \(queuegate forget deletes the room\)$", text, re.MULTILINE)
+    shown = json.loads(cli("show", "sale", "--json", url=redis_url).stdout)
+    assert shown["run_time"] == {
+        "session": {"value": 600.0, "code": 900.0},
+        "status": {"value": "paused", "code": "open"},
+    }
+    assert (shown["controlled"], shown["forget"]) == (None, 0.0)
+    listed = cli("list", url=redis_url).stdout.splitlines()
+    assert listed[2:] == ["sale: session, status set at run time (queuegate show sale)"]
+    assert json.loads(cli("list", "--json", url=redis_url).stdout)[0]["run_time"] == shown["run_time"]
+    # Set to what the code says: still set at run time (a later deploy does not change it).
+    assert cli("set", "sale", "--session", "900", url=redis_url).returncode == 0
+    text = cli("show", "sale", url=redis_url).stdout
+    assert re.search(r"^ +session +15 min, fixed +set at run time, the same as the code$", text, re.MULTILINE)
 
 
 @pytest.mark.parametrize(

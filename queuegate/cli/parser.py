@@ -15,7 +15,6 @@ from .. import COMPILED, __version__
 from ..analytics import KEEP_MINUTES
 
 T = TypeVar("T")
-DURATIONS = ("per", "session", "abandon", "settle")  # ms in Redis, seconds on the command line
 URL = "the Redis URL (--redis, QUEUEGATE_REDIS_URL)"  # as a wrong one's error names it
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -15,20 +15,22 @@ from rich.table import Table
 from rich.text import Text
 
 from ..console import UNKNOWN, clock, count, milliseconds, per_minute, percent
+from ..stats import DURATIONS, readable, run_time
 from ..store import redacted
-from .parser import DURATIONS
 from .session import Bounded, Output
 
 
 def _readable(stats: dict[str, Any]) -> dict[str, Any]:
-    """Durations back in seconds, for people."""
+    """Durations back in seconds, for people; the settings set at run time
+    with the code's values."""
     out = dict(stats)
-    for name in DURATIONS:
-        out[name] = out[name] / 1000
+    for name in (*DURATIONS, "opens_at"):
+        out[name] = readable(name, out[name])
     eta = out.pop("eta_back_ms")
     out["eta_back"] = None if eta < 0 else eta / 1000
-    if isinstance(out.get("opens_at"), int) and out["opens_at"] > 0:
-        out["opens_at"] = datetime.fromtimestamp(out["opens_at"] / 1000, UTC).isoformat()
+    out["run_time"] = run_time(stats)
+    out["controlled"] = stats["controlled"] or None
+    del out["code"]
     return out
 
 
@@ -65,11 +67,17 @@ async def _list(ask: Bounded, args: argparse.Namespace) -> Output:
             f"{row['admitted']:,}",
             f"{row['abandoned']:,}",
         )
-    # A room whose target no rate meets says so under the table.
+    # A room whose target no rate meets says so under the table, and one
+    # whose settings are not all the code's.
     notes = [
         Text(f"{name}: {row['health_reason']}", style="yellow")
         for name, row in zip(names, stats, strict=True)
         if row.get("out_of_reach_ms", -1) >= 0
+    ]
+    notes += [
+        Text(f"{name}: {', '.join(row['run_time'])} set at run time (queuegate show {name})", style="yellow")
+        for name, row in zip(names, stats, strict=True)
+        if row["run_time"]
     ]
     return Group(table, *notes) if notes else table
 
@@ -93,10 +101,52 @@ def _grid() -> Table:
     return grid
 
 
+Rows = Callable[[dict[str, Any]], list[tuple[str, str]]]
+# The settings each row of show's settings says, where not only its own.
+ROW_SETTINGS = {
+    "rate": ("rate", "per"),
+    "session": ("session", "sliding"),
+    "floor / ceiling": ("floor", "ceiling"),
+}
+CONTROLLER = ("target_ms", "max_errors", "floor", "ceiling", "settle")
+
+
+def _sourced(rows: Rows, stats: dict[str, Any]) -> Table:
+    """The rows, each with where its value comes from when not the code:
+    an operator at run time, or the admission controller, and what the
+    code says (as the app's processes last told Redis)."""
+    grid = _grid()
+    grid.add_column(style="yellow")
+    operator, held = set(stats["run_time"]), {stats["controlled"]} - {""}
+    code = dict(rows({**stats, **stats["code"]}))
+    for label, said in rows(stats):
+        names = set(ROW_SETTINGS.get(label, (label,)))
+        if label == "target_ms" and stats["target_ms"] <= 0:
+            names = set(CONTROLLER)  # the one row of a room without a controller
+        source = names & (operator | held)
+        if not source:
+            grid.add_row(label, said)
+            continue
+        who = "set at run time" if names & operator else "set by the admission controller"
+        if not source <= set(stats["code"]):
+            note = f"{who}; the code's value is not known"
+        elif code.get(label) == said:
+            note = f"{who}, the same as the code"
+        elif label in code:
+            note = f"{who}; code: {code[label]}"
+        else:
+            values = (f"{name} {readable(name, stats['code'][name])}" for name in sorted(source))
+            note = f"{who}; code: {', '.join(values)}"
+        grid.add_row(label, said, note)
+    return grid
+
+
 def _settings_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
     now = stats["now"]
     per = milliseconds(stats["per"])
+    forget = stats["forget"]
     rows = [
+        ("status", stats["status"]),
         ("rate", "no limit" if stats["rate"] <= 0 else f"{count(stats['rate'], 'visitor')} every {per}"),
         ("capacity", "no limit" if stats["capacity"] <= 0 else count(stats["capacity"], "active session")),
         (
@@ -119,6 +169,12 @@ def _settings_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
             "no limit"
             if stats["client_limit"] <= 0
             else f"{count(stats['client_limit'], 'new place')} a minute a client",
+        ),
+        (
+            "forget",
+            "never (queuegate forget deletes the room)"
+            if forget <= 0
+            else f"{milliseconds(forget)} after the last call, with its line",
         ),
     ]
     return rows
@@ -169,12 +225,8 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
     totals = _grid()
     for key in ("joined", "admitted", "abandoned", "expired", "released", "left", "drained"):
         totals.add_row(key, count(stats[key], "visitor"))
-    settings = _grid()
-    for key, value in _settings_rows(stats):
-        settings.add_row(key, value)
-    controller = _grid()
-    for key, value in _controller_rows(stats):
-        controller.add_row(key, value)
+    settings = _sourced(_settings_rows, stats)
+    controller = _sourced(_controller_rows, stats)
     waits = [
         f"waits of those {'admitted' if kind == 'admitted' else 'who gave up'}: {values['count']:,} ("
         + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99", "max"))
