@@ -425,12 +425,15 @@ class Store(Readings):
 
     async def configure(
         self, room: RoomRef, *, now: int | None = None, who: str | None = None, **changes: Any
-    ) -> None:
+    ) -> dict[str, str]:
         """Change run-time settings (seconds for durations); ``None`` resets one
         to the room's default from code. ``seed=...`` sets the lottery's secret.
         Everything is checked before anything is written: a health target
         for a room without one in code is refused (ConfigError), as nothing
-        would measure it. Logged under ``who`` (by default, ``actor``)."""
+        would measure it. ``rate`` and ``per`` are kept as one pair (see
+        configure.lua). Logged under ``who`` (by default, ``actor``).
+        Returns the fields written as Redis keeps them (ms for durations;
+        "": back to the code's), the pair's other half included."""
         pairs: list[str] = []
         for name, value in changes.items():
             if name == "pinned":
@@ -451,9 +454,11 @@ class Store(Readings):
             shown = {key: "(secret)" if key == "seed" else value for key, value in changes.items()}
             details = json.dumps(shown, default=str)
             try:
-                await self._call("configure", room, now, who or self.actor, details, *pairs)
+                reply = await self._call("configure", room, now, who or self.actor, details, *pairs)
             finally:
                 self.fronts.forget(name)
+            return {text(field): text(value) for field, value in zip(reply[::2], reply[1::2], strict=True)}
+        return {}
 
     async def note(
         self, room: RoomRef, action: str, details: dict[str, Any], *, who: str | None = None

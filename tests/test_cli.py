@@ -212,6 +212,28 @@ async def test_show_and_list_mark_each_setting_set_at_run_time_with_the_codes_va
     assert re.search(r"^ +session +15 min, fixed +set at run time, the same as the code$", text, re.MULTILINE)
 
 
+@pytest.mark.anyio
+async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str, store: Store) -> None:
+    await store.stats(Room("sale", paths=["/checkout*"], rate=2, per=1.0))
+    changed = cli("set", "sale", "--rate", "5", url=redis_url)
+    assert changed.stdout == "sale: rate=5, per=1.0 (per kept with it: rate and per are one pair)\n"
+    await store.stats(SALE)  # redeployed: 2 a minute in code
+    text = cli("show", "sale", url=redis_url).stdout
+    assert re.search(
+        r"^ +rate +5 visitors every 1 s +set at run time; code: 2 visitors every 1 min$", text, re.M
+    )
+    reset = cli("set", "sale", "--reset", "per", url=redis_url)
+    assert reset.stdout == "sale: per=default, rate=default (rate reset with it: rate and per are one pair)\n"
+    assert json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["run_time"] == {}
+    cli("set", "sale", "--per", "2", "--status", "paused", "--max-step", "10", url=redis_url)
+    everything = cli("set", "sale", "--reset", "all", url=redis_url)
+    assert everything.stdout == (
+        "sale: every setting back to the code's (set at run time before: rate, per, max_step, status)\n"
+    )
+    shown = json.loads(cli("show", "sale", "--json", url=redis_url).stdout)
+    assert (shown["run_time"], shown["rate"], shown["per"], shown["status"]) == ({}, 2, 60.0, "open")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -36,8 +36,36 @@ async def test_the_value_the_admission_controller_holds_is_not_the_operators(sto
     await store.stats(room, now=T0)
     await store.configure(room, rate=4, now=T0)  # pinned: the operator's
     pinned = await store.stats(room, now=T0)
-    assert (pinned["run_time"], pinned["controlled"]) == (["rate"], "")
+    assert (pinned["run_time"], pinned["controlled"]) == (["rate", "per"], "")
     await store.configure(room, pinned=None, now=T0)  # `set --auto`: the controller's again
     held = await store.stats(room, now=T0)
-    assert (held["run_time"], held["controlled"]) == ([], "rate")
+    assert (held["run_time"], held["controlled"]) == (["per"], "rate")
     assert held["code"]["rate"] == 10
+
+
+async def test_rate_and_per_are_kept_as_one_pair(store: Store) -> None:
+    await store.stats(flash(rate=2, per=1.0), now=T0)
+    written = await store.configure("flash", rate=5, now=T0)
+    assert written == {"rate": "5", "per": "1000"}  # the per in force, kept with it
+    # Redeployed with another pair: the operator's stays whole, not 5 a minute.
+    stats = await store.stats(flash(rate=3, per=60.0), now=T0 + 1)
+    assert (stats["rate"], stats["per"]) == (5, 1000)
+    assert stats["code"] == {"rate": 3, "per": 60_000}
+    assert await store.configure("flash", per=2.0, now=T0 + 2) == {"per": "2000", "rate": "5"}
+    # Resetting either resets both: the code's pair, whole.
+    assert await store.configure("flash", rate=None, now=T0 + 3) == {"rate": "", "per": ""}
+    stats = await store.stats("flash", now=T0 + 4)
+    assert (stats["rate"], stats["per"], stats["run_time"]) == (3, 60_000, [])
+    # One set, the other reset: the other at the code's value.
+    await store.configure("flash", per=5.0, now=T0 + 5)
+    assert await store.configure("flash", rate=7, per=None, now=T0 + 6) == {"rate": "7", "per": "60000"}
+    # Other settings are not paired.
+    assert await store.configure("flash", status="paused", now=T0 + 7) == {"status": "paused"}
+
+
+async def test_only_a_rate_given_pins_the_admission_controller(store: Store) -> None:
+    room = flash(rate=10, per=1.0, target=Health(p95_ms=300))
+    await store.stats(room, now=T0)
+    await store.configure(room, per=2.0, now=T0)  # the rate kept with it is still the controller's
+    stats = await store.stats(room, now=T0)
+    assert (stats["pinned"], stats["controlled"], stats["run_time"]) == (0, "rate", ["per"])

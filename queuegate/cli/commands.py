@@ -10,6 +10,7 @@ from typing import Any
 
 from ..console import count
 from ..settings import ROOM_SETTINGS
+from ..stats import readable
 from .parser import CommandError
 from .session import Bounded, Output, opened
 from .views import _list, _show
@@ -21,15 +22,37 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
     if args.auto:
         changes["pinned"] = None
     for name in args.reset:
-        if name not in ROOM_SETTINGS:
-            raise CommandError(f"--reset: unknown setting {name!r} (one of {', '.join(ROOM_SETTINGS)})", 2)
-        changes[name] = None
+        if name == "all":
+            changes.update(dict.fromkeys((*ROOM_SETTINGS, "pinned")))
+        elif name not in ROOM_SETTINGS:
+            raise CommandError(
+                f"--reset: unknown setting {name!r} (all, or one of {', '.join(ROOM_SETTINGS)})", 2
+            )
+        else:
+            changes[name] = None
     if not changes:
         raise CommandError("set: name at least one setting to change, e.g. --rate 20", 2)
-    await ask(ask.store.stats(args.room))  # an unknown room fails here, before anything is written
-    await ask(ask.store.configure(args.room, **changes))
-    shown = {k: ("auto" if k == "pinned" else "default") if v is None else v for k, v in changes.items()}
-    return f"{args.room}: " + ", ".join(f"{k}={v}" for k, v in shown.items())
+    # An unknown room fails here, before anything is written.
+    before = await ask(ask.store.stats(args.room))
+    written = await ask(ask.store.configure(args.room, **changes))
+    if "all" in args.reset:
+        were = ", ".join(before["run_time"]) or "none"
+        return f"{args.room}: every setting back to the code's (set at run time before: {were})"
+    shown = []
+    for name, value in written.items():
+        if name == "pinned":
+            shown.append("pinned=auto")
+        elif value == "":
+            shown.append(f"{name}=default")
+        else:
+            shown.append(f"{name}={readable(name, int(value)) if value.isdigit() else value}")
+    said = f"{args.room}: " + ", ".join(shown)
+    # Rate and per are one pair (configure.lua): the half not asked for is said.
+    other = [name for name in written if name in ("rate", "per") and name not in changes]
+    if other:
+        done = "reset with it" if written[other[0]] == "" else "kept with it"
+        said += f" ({other[0]} {done}: rate and per are one pair)"
+    return said
 
 
 async def _release(ask: Bounded, args: argparse.Namespace) -> Output:

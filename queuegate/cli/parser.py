@@ -243,7 +243,11 @@ def _parser() -> argparse.ArgumentParser:
         "--auto", action="store_true", help="give the rate (or capacity) back to the controller after --rate"
     )
     change.add_argument(
-        "--reset", action="append", default=[], metavar="SETTING", help="back to the default from code"
+        "--reset",
+        action="append",
+        default=[],
+        metavar="SETTING",
+        help="back to the code's value; rate or per resets both (one pair), all resets every setting",
     )
 
     for name, text in (("release", "free a visitor's slot"), ("remove", "take a visitor out of the room")):
