@@ -10,6 +10,7 @@ import logging
 from starlette.types import Message, Receive
 
 from .rooms import Rooms
+from .stats import described
 from .store import Store, StoreError
 
 __all__ = ["warming"]
@@ -47,18 +48,27 @@ def warming(store: Store, rooms: Rooms, receive: Receive) -> Receive:
 async def _register(store: Store, rooms: Rooms) -> None:
     """Make each plain room known in Redis, a hundred at a time (each
     call has a request's deadline); a room that could not be is logged,
-    and appears at its first visitor instead."""
+    and appears at its first visitor instead. A room whose settings an
+    operator changed at run time is logged too, a line each: those win
+    over the code's, which a deploy may have just changed."""
     plain = [rooms[name].room for name in rooms]
     failed: list[StoreError] = []
     for start in range(0, len(plain), 100):
-        done = await asyncio.gather(
-            *(store.stats(room) for room in plain[start : start + 100]), return_exceptions=True
-        )
-        for result in done:
+        batch = plain[start : start + 100]
+        done = await asyncio.gather(*(store.stats(room) for room in batch), return_exceptions=True)
+        for room, result in zip(batch, done, strict=True):
             if isinstance(result, StoreError):
                 failed.append(result)
             elif isinstance(result, BaseException):
                 raise result
+            elif result["run_time"]:
+                logger.warning(
+                    "queuegate: room %r runs with settings set at run time, over the code's: %s "
+                    "(`queuegate set %s --reset all` goes back to the code's)",
+                    room.name,
+                    described(result),
+                    room.name,
+                )
     if failed:
         logger.warning(
             "queuegate: %d of %d rooms could not be registered at startup (%s); each appears to the "

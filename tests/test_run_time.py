@@ -4,9 +4,13 @@ the scripts report them."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from queuegate import Health, Room, Store
+
+from .conftest import MakeGate, lifespan_app, running
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +73,24 @@ async def test_only_a_rate_given_pins_the_admission_controller(store: Store) -> 
     await store.configure(room, per=2.0, now=T0)  # the rate kept with it is still the controller's
     stats = await store.stats(room, now=T0)
     assert (stats["pinned"], stats["controlled"], stats["run_time"]) == (0, "rate", ["per"])
+
+
+async def test_a_gate_starting_logs_each_room_whose_settings_were_set_at_run_time(
+    make_gate: MakeGate, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a deploy with new values, the operator's from before still win:
+    said once per room at startup (the registration's own call, none more)."""
+    await store.stats(flash(rate=2, per=1.0))
+    await store.stats(Room("calm", paths=["/calm*"], rate=2))
+    await store.configure("flash", rate=5, status="paused")
+    rooms = [flash(rate=3, per=60.0), Room("calm", paths=["/calm*"], rate=2)]
+    gate = await make_gate(lifespan_app, rooms=rooms)
+    with caplog.at_level(logging.WARNING, logger="queuegate"):
+        async with running(gate):
+            pass
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [
+        "queuegate: room 'flash' runs with settings set at run time, over the code's: rate 5 (code: 3), "
+        "per 1 s (code: 60 s), status paused (code: open) (`queuegate set flash --reset all` goes back "
+        "to the code's)"
+    ]
