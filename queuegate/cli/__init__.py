@@ -20,6 +20,7 @@ from ..store import Store, StoreError, UnknownRoom, connect, redacted
 from .commands import _run
 from .parser import URL, CommandError, _parser
 from .simulate import _simulate
+from .watch import watch
 
 __all__ = ["main"]
 
@@ -59,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise CommandError("no Redis: pass --redis redis://host:6379/0 or set QUEUEGATE_REDIS_URL", 2)
         if args.command == "serve-admin":
             return _serve_admin(args, url)
+        if getattr(args, "watch", None) is not None:
+            return watch(args, url)
         output = asyncio.run(_run(args, url))
     except CommandError as exc:
         print(f"queuegate: {exc}", file=sys.stderr)

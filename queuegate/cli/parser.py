@@ -15,6 +15,7 @@ from .. import COMPILED, __version__
 from ..analytics import KEEP_MINUTES
 
 T = TypeVar("T")
+WATCH_EVERY = 2.0  # seconds between two views of --watch
 URL = "the Redis URL (--redis, QUEUEGATE_REDIS_URL)"  # as a wrong one's error names it
 
 
@@ -175,6 +176,19 @@ def _where(parser: argparse.ArgumentParser, *, given_only: bool = False) -> None
     )
 
 
+def _watch(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--watch",
+        nargs="?",
+        const=WATCH_EVERY,
+        type=_ranged(float, 0.5),
+        metavar="SECONDS",
+        help=f"show it again every SECONDS (default: {WATCH_EVERY:g}) until Ctrl-C: redrawn on a terminal, "
+        "a new block each time when piped (with --json, a line each); if Redis stops answering, "
+        "says so and keeps trying",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="queuegate",
@@ -189,6 +203,7 @@ def _parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="every room with its live numbers")
     listing.add_argument("--json", action="store_true", help="as JSON")
+    _watch(listing)
 
     show = commands.add_parser("show", help="one room: numbers, settings, head of the line")
     show.add_argument("room")
@@ -206,6 +221,7 @@ def _parser() -> argparse.ArgumentParser:
         default=60,
         help=f"how many one-minute points of the line to give with --json (1-{KEEP_MINUTES}, default: 60)",
     )
+    _watch(show)
 
     office = commands.add_parser(
         "serve-admin", help="serve the back office (its sign-in secret from $QUEUEGATE_ADMIN_SECRET)"
