@@ -384,6 +384,19 @@ class Store(Readings):
         finally:
             self.fronts.forget(name)
 
+    async def forget(self, room: RoomRef, *, now: int | None = None) -> tuple[int, int, int]:
+        """Delete the room and everything Redis holds of it, unless anybody
+        is in it (see forget.lua). Returns (0, 0, 0) when it is gone, else
+        nothing was deleted: how many wait, how many have a session, and
+        when the last session ends (ms)."""
+        name = room if isinstance(room, str) else room.name
+        self.far_back.forget(name)
+        try:
+            waiting, active, ends = await self._call("forget", room, now)
+        finally:
+            self.fronts.forget(name)
+        return int(waiting), int(active), int(ends)
+
     async def report(
         self,
         room: RoomRef,

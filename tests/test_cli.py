@@ -234,6 +234,30 @@ async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str,
     assert (shown["run_time"], shown["rate"], shown["per"], shown["status"]) == ({}, 2, 60.0, "open")
 
 
+@pytest.mark.anyio
+async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in_use(
+    busy_room: str, store: Store
+) -> None:
+    await store.stats(Room("renamed", paths=["/old*"], rate=1))
+    unconfirmed = cli("forget", "renamed", url=busy_room)
+    assert (unconfirmed.returncode, unconfirmed.stdout) == (2, "")
+    assert "would be deleted; add --yes to confirm" in unconfirmed.stderr
+    in_use = cli("forget", "sale", "--yes", url=busy_room)
+    assert (in_use.returncode, in_use.stdout) == (1, "")
+    assert re.fullmatch(
+        r"queuegate: forget: room 'sale' is in use \(3 visitors waiting, 2 sessions, the last ending "
+        r"(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d UTC \(in \d+ min( \d+ s)?\)\), nothing deleted: "
+        r"its app may still send visitors there\. Drain its line \(queuegate drain sale --yes\) and let "
+        r"the sessions end first\n",
+        in_use.stderr,
+    ), in_use.stderr
+    done = cli("forget", "renamed", "--yes", url=busy_room)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("renamed: forgotten. An app that still has this room in its code makes it")
+    assert [row["room"] for row in json.loads(cli("list", "--json", url=busy_room).stdout)] == ["sale"]
+    assert "no room named 'renamed'" in cli("forget", "renamed", "--yes", url=busy_room).stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

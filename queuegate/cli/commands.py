@@ -1,5 +1,5 @@
 """The console's commands that change rooms (set, release, remove, drain,
-seed), and the table of every command against Redis."""
+seed, forget), and the table of every command against Redis."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..console import count
+from ..console import clock, count
 from ..settings import ROOM_SETTINGS
 from ..stats import readable
 from .parser import CommandError
@@ -82,6 +82,28 @@ async def _seed(ask: Bounded, args: argparse.Namespace) -> Output:
     return f"seed {seed}\nsha256 {stats['seed_sha256']}"
 
 
+async def _forget(ask: Bounded, args: argparse.Namespace) -> Output:
+    room = args.room
+    if not args.yes:
+        raise CommandError(
+            f"forget: room {room!r} and all Redis holds of it (its counters, settings set at run time, seed, "
+            "analytics and activity log) would be deleted; add --yes to confirm",
+            2,
+        )
+    waiting, active, ends = await ask(ask.store.forget(room))
+    if waiting or active:
+        last = f", the last ending {clock(ends, ask.store.redis_now_ms())}" if active else ""
+        raise CommandError(
+            f"forget: room {room!r} is in use ({count(waiting, 'visitor')} waiting, "
+            f"{count(active, 'session')}{last}), nothing deleted: its app may still send visitors "
+            f"there. Drain its line (queuegate drain {room} --yes) and let the sessions end first"
+        )
+    return (
+        f"{room}: forgotten. An app that still has this room in its code makes it again at its next "
+        "start or visitor, with the code's settings."
+    )
+
+
 COMMANDS: dict[str, Callable[[Bounded, argparse.Namespace], Awaitable[Output]]] = {
     "list": _list,
     "show": _show,
@@ -90,6 +112,7 @@ COMMANDS: dict[str, Callable[[Bounded, argparse.Namespace], Awaitable[Output]]] 
     "remove": _remove,
     "drain": _drain,
     "seed": _seed,
+    "forget": _forget,
 }
 
 

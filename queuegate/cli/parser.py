@@ -238,7 +238,11 @@ def _parser() -> argparse.ArgumentParser:
     change.add_argument("--sliding", action=argparse.BooleanOptionalAction, help="renew sessions")
     change.add_argument("--abandon", type=float, help="skip waiting visitors silent this long, seconds")
     change.add_argument("--max-step", type=int, dest="max_step", help="most visitors moved per call")
-    change.add_argument("--forget", type=float, help="expire the room this long after its last call, seconds")
+    change.add_argument(
+        "--forget",
+        type=float,
+        help="expire the room this long after its last call, seconds (0: never; to delete it now: forget)",
+    )
     change.add_argument("--status", help="open, paused, queue_all, passthrough or closed")
     change.add_argument("--method", help="fifo or random")
     change.add_argument("--opens-at", dest="opens_at", help="scheduled opening, ISO 8601 with a zone")
@@ -274,6 +278,16 @@ def _parser() -> argparse.ArgumentParser:
     drain = commands.add_parser("drain", help="empty the line (active sessions run on)")
     drain.add_argument("room")
     drain.add_argument("--yes", action="store_true", help="confirm: everyone waiting loses their place")
+
+    forget = commands.add_parser(
+        "forget", help="delete a room left behind (renamed, a test) and all Redis holds of it"
+    )
+    forget.add_argument("room")
+    forget.add_argument(
+        "--yes",
+        action="store_true",
+        help="confirm: its counters, run-time settings, analytics and activity log go for good",
+    )
 
     seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the event")
     seed.add_argument("room")
