@@ -4,10 +4,13 @@ whole."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from queuegate import Room, Store
-from queuegate.store import UnknownRoom
+from queuegate.store import UnknownRoom, connect
 
 from .conftest import ALL_KINDS
 
@@ -46,6 +49,39 @@ async def test_forget_deletes_the_room_but_never_while_anybody_is_in_it(store: S
     # The app, if it still runs, makes it again with the code's settings.
     again = await store.stats(OLD, now=T0 + 70_000)
     assert (again["status"], again["joined"], again["run_time"]) == ("open", 0, [])
+
+
+async def test_a_room_made_again_after_forget_has_a_lottery_seed(redis_url: str, server_kind: str) -> None:
+    """An app process offers a room its seed until a call stores it, then
+    never again: forgotten, the room came back from the app's next call
+    with no seed, and its lottery drew from the empty one, which anyone
+    can compute. The forget's revocation makes every process offer one
+    again."""
+    if server_kind == "cluster":
+        pytest.skip("no subscription to a cluster (redis-py's asyncio client has no pub/sub there)")
+    app, console = Store(connect(redis_url, 5.0)), Store(connect(redis_url, 5.0))
+    lottery = Room("lot", paths=["/lot*"], rate=1, method="random")
+    try:
+        app.invalidations.start()
+        deadline = time.monotonic() + 5
+        while not app.invalidations.live:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await app.stats(lottery)
+        first = await console.seed("lot")
+        assert first is not None
+        heard = app.invalidations.heard("lot")
+        assert await console.forget("lot") == (0, 0, 0)
+        while app.invalidations.heard("lot") == heard:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await app.stats(lottery)
+        again = await console.seed("lot")
+        assert again is not None
+        assert again != first
+    finally:
+        await app.aclose()
+        await console.aclose()
 
 
 async def test_forgetting_a_room_nobody_made_is_an_unknown_room(store: Store) -> None:
