@@ -146,7 +146,7 @@ async def test_timeout_bounds_every_call_against_a_silent_server() -> None:
         return result, time.monotonic()
 
     try:
-        for args in (("show", "sale"), ("list",), ("set", "sale", "--rate", "3"), ("seed", "sale")):
+        for args in (("show", "sale"), ("list",), ("set", "sale", "--rate", "3"), ("seed", "sale", "--yes")):
             connected.clear()
             result, ended = await anyio.to_thread.run_sync(timed, "--timeout", "1", *args)
             assert result.returncode == 1
@@ -177,7 +177,12 @@ async def test_set_release_remove_drain_seed(busy_room: str) -> None:
     assert (refused.returncode, refused.stdout) == (2, "")
     assert "--yes" in refused.stderr
     assert "2 visitors removed" in cli("drain", "sale", "--yes", url=busy_room).stdout
-    seed = json.loads(cli("seed", "sale", "--json", url=busy_room).stdout)
+    # The seed, as drain's line, only once confirmed: shown early, the draw is predictable.
+    refused = cli("seed", "sale", "--json", url=busy_room)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert "can predict the room's draws" in refused.stderr
+    assert "add --yes to confirm" in refused.stderr
+    seed = json.loads(cli("seed", "sale", "--json", "--yes", url=busy_room).stdout)
     assert len(seed["seed"]) == 32
     assert len(seed["seed_sha256"]) == 64
 

@@ -74,6 +74,15 @@ async def _drain(ask: Bounded, args: argparse.Namespace) -> Output:
 
 
 async def _seed(ask: Bounded, args: argparse.Namespace) -> Output:
+    if not args.yes:
+        # As the back office asks before it shows it: a seed shown too early
+        # (or in a room whose method turns random later) is a lottery anyone
+        # can predict.
+        raise CommandError(
+            "seed: whoever sees the seed can predict the room's draws (a lottery's admissions, the "
+            "pre-queue's order at the opening); reveal it only after the draw: add --yes to confirm",
+            2,
+        )
     stats = await ask(ask.store.stats(args.room))
     seed = await ask(ask.store.seed(args.room))
     await ask(ask.store.note(args.room, "reveal seed", {"seed_sha256": stats["seed_sha256"]}))

@@ -289,8 +289,11 @@ def _parser() -> argparse.ArgumentParser:
         help="confirm: its counters, run-time settings, analytics and activity log go for good",
     )
 
-    seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the event")
+    seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the draw")
     seed.add_argument("room")
+    seed.add_argument(
+        "--yes", action="store_true", help="confirm: whoever sees the seed can predict the room's draws"
+    )
     seed.add_argument("--json", action="store_true", help="as JSON")
 
     sim = commands.add_parser("simulate", help="virtual visitors against a gated URL (a load test)")
