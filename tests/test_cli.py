@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from queuegate import Room, Store
+from queuegate.cli.parser import _parser
 from queuegate.embedded import free_port
 
 from .conftest import MakeGate, client_for, wait_for_http
@@ -96,6 +97,19 @@ def test_help_is_plain_text() -> None:
         assert shown.returncode == 0
         assert shown.stdout.startswith("usage: queuegate")
         assert not re.search(r"``|:class:|:func:|\.\. ", shown.stdout), shown.stdout
+
+
+def test_every_option_of_every_command_says_what_it_is() -> None:
+    """`serve-admin --help` showed --host HOST and --port PORT and nothing
+    else: each option has its help, and its default where it has one."""
+    parser = _parser()
+    for name, command in [("", parser), *parser.commands.items()]:  # type: ignore[attr-defined]
+        for action in command._actions:
+            if action.option_strings:
+                assert action.help, f"queuegate {name} {action.option_strings}: no help"
+    shown = " ".join(cli("serve-admin", "--help", url=None).stdout.split())
+    assert "(default: 127.0.0.1, this machine only;" in shown
+    assert "port to listen on (default: 8400)" in shown
 
 
 @pytest.mark.parametrize(

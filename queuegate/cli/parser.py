@@ -226,8 +226,15 @@ def _parser() -> argparse.ArgumentParser:
     office = commands.add_parser(
         "serve-admin", help="serve the back office (its sign-in secret from $QUEUEGATE_ADMIN_SECRET)"
     )
-    office.add_argument("--host", default="127.0.0.1")
-    office.add_argument("--port", type=_ranged(int, 1, 65535), default=8400)
+    office.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 for every interface, "
+        "behind TLS)",
+    )
+    office.add_argument(
+        "--port", type=_ranged(int, 1, 65535), default=8400, help="port to listen on (default: 8400)"
+    )
 
     change = commands.add_parser("set", help="change a room's run-time settings")
     change.add_argument("room")
