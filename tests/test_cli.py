@@ -251,6 +251,12 @@ async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str,
     )
     shown = json.loads(cli("show", "sale", "--json", url=redis_url).stdout)
     assert (shown["run_time"], shown["rate"], shown["per"], shown["status"]) == ({}, 2, 60.0, "open")
+    # A setting given beside it keeps its new value.
+    but = cli("set", "sale", "--reset", "all", "--status", "paused", url=redis_url)
+    assert but.stdout == (
+        "sale: every other setting back to the code's (set at run time before: none); status=paused\n"
+    )
+    assert json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["status"] == "paused"
 
 
 @pytest.mark.anyio

@@ -23,7 +23,8 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
         changes["pinned"] = None
     for name in args.reset:
         if name == "all":
-            changes.update(dict.fromkeys((*ROOM_SETTINGS, "pinned")))
+            for every in (*ROOM_SETTINGS, "pinned"):
+                changes.setdefault(every, None)  # one given with --reset all keeps its new value
         elif name not in ROOM_SETTINGS:
             raise CommandError(
                 f"--reset: unknown setting {name!r} (all, or one of {', '.join(ROOM_SETTINGS)})", 2
@@ -36,8 +37,22 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
     before = await ask(ask.store.stats(args.room))
     written = await ask(ask.store.configure(args.room, **changes))
     if "all" in args.reset:
+        kept = {name: value for name, value in written.items() if value != ""}
         were = ", ".join(before["run_time"]) or "none"
-        return f"{args.room}: every setting back to the code's (set at run time before: {were})"
+        said = f"{args.room}: every {'other ' if kept else ''}setting back to the code's"
+        return f"{said} (set at run time before: {were})" + (f"; {_shown(kept)}" if kept else "")
+    said = f"{args.room}: {_shown(written)}"
+    # Rate and per are one pair (configure.lua): the half not asked for is said.
+    other = [name for name in written if name in ("rate", "per") and name not in changes]
+    if other:
+        done = "reset with it" if written[other[0]] == "" else "kept with it"
+        said += f" ({other[0]} {done}: rate and per are one pair)"
+    return said
+
+
+def _shown(written: dict[str, str]) -> str:
+    """Fields as configure.lua wrote them, for people: ``rate=5, per=1.0``
+    (seconds for durations; ``default``: back to the code's)."""
     shown = []
     for name, value in written.items():
         if name == "pinned":
@@ -46,13 +61,7 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
             shown.append(f"{name}=default")
         else:
             shown.append(f"{name}={readable(name, int(value)) if value.isdigit() else value}")
-    said = f"{args.room}: " + ", ".join(shown)
-    # Rate and per are one pair (configure.lua): the half not asked for is said.
-    other = [name for name in written if name in ("rate", "per") and name not in changes]
-    if other:
-        done = "reset with it" if written[other[0]] == "" else "kept with it"
-        said += f" ({other[0]} {done}: rate and per are one pair)"
-    return said
+    return ", ".join(shown)
 
 
 async def _release(ask: Bounded, args: argparse.Namespace) -> Output:
