@@ -3,6 +3,7 @@ a console run as a subprocess, until Ctrl-C."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -136,3 +137,20 @@ async def test_on_a_terminal_the_view_is_redrawn_in_place(redis_url: str, store:
         status, stderr = interrupt(process)
     assert "\x1b[2J" in redrawn  # the screen cleared before each view
     assert (status, stderr) == (0, "")
+
+
+async def test_a_reader_that_stops_early_ends_the_watch_quietly(redis_url: str, store: Store) -> None:
+    await store.stats(SALE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
+    env["QUEUEGATE_REDIS_URL"] = redis_url
+    command = f"{sys.executable} -m queuegate list --watch 0.5 | head -8"  # the second view's header
+    done = await asyncio.to_thread(
+        subprocess.run,
+        ["bash", "-o", "pipefail", "-c", command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.count("queuegate list: every 500 ms") == 2
