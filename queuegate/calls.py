@@ -281,6 +281,11 @@ class ScriptCalls:
         await self._load(script)
         return await self.pipeline.send(command, key)
 
+    def offer_seed(self, room: str) -> None:
+        """Offer ``room`` a seed again from its next call: it may have been
+        made anew (forgotten, its data lost) without one."""
+        self._seeded.discard(room)
+
     @staticmethod
     def _seed_offer() -> str:
         # Until a room is known to have its secret seed, offer a fresh one with

@@ -4,7 +4,7 @@ At a scheduled opening, everyone in the pre-queue gets the place given by the
 rank of ``SHA1(seed + ":" + visitor_id)`` (hex, ties by id) among them; this
 is the same rule as in ``scripts/advance.lua``. Before the opening the waiting
 page shows ``SHA-256(seed)``; after it the operator publishes the seed
-(``queuegate seed ROOM``), and anyone can run this to see that the order was
+(``queuegate seed ROOM --yes``), and anyone can run this to see that the order was
 not rigged.
 """
 

@@ -11,7 +11,6 @@ handshake (a websocket). Everything that can be prepared is prepared in
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import ipaddress
 import logging
@@ -30,7 +29,8 @@ from .pages import Headers, Page, Pages, send_page
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
 from .settings import ConfigError, Room, Settings
-from .store import FAR_FROM, Client, Store, StoreError, connect
+from .startup import warming
+from .store import FAR_FROM, Client, Store, connect
 from .tokens import Tokens
 from .visitors import Identify, Visitors
 
@@ -254,7 +254,7 @@ class QueueGate:
                 await self.health.forward(self.health.app_rooms, self.app, scope, receive, send)
                 return
         elif kind == "lifespan":
-            receive = self._warming_receive(receive)
+            receive = warming(self.store, self.rooms, receive)
             if self._owns_client:
                 send = self._closing_send(send)
         await self.app(scope, receive, send)
@@ -300,56 +300,6 @@ class QueueGate:
             address = self.client_address.peer(scope)
             return address is not None and any(address in network for network in self._bypass_networks)
         return False
-
-    def _warming_receive(self, receive: Receive) -> Receive:
-        """At startup, connect to Redis and load the scripts before the app
-        starts, so the first requests keep their whole deadline, and make
-        each room of the code known in Redis (templates aside), so that the
-        console, a Store and the back office can pause it or set its rate
-        before its first visitor. Redis not answering is logged, never
-        fatal: gated requests fail closed (or open, as configured) until it
-        answers."""
-
-        async def warming_receive() -> Message:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await self.store.warm()
-                except StoreError as exc:
-                    logger.warning(
-                        "queuegate: Redis did not answer at startup (%s); gated requests are answered "
-                        "as each room's fail setting says until it does",
-                        exc,
-                    )
-                else:
-                    await self._register_rooms()
-            return message
-
-        return warming_receive
-
-    async def _register_rooms(self) -> None:
-        """Make each plain room known in Redis, a hundred at a time (each
-        call has a request's deadline); a room that could not be is logged,
-        and appears at its first visitor instead."""
-        rooms = [self.rooms[name].room for name in self.rooms]
-        failed: list[StoreError] = []
-        for start in range(0, len(rooms), 100):
-            done = await asyncio.gather(
-                *(self.store.stats(room) for room in rooms[start : start + 100]), return_exceptions=True
-            )
-            for result in done:
-                if isinstance(result, StoreError):
-                    failed.append(result)
-                elif isinstance(result, BaseException):
-                    raise result
-        if failed:
-            logger.warning(
-                "queuegate: %d of %d rooms could not be registered at startup (%s); each appears to the "
-                "console and the back office at its first visitor",
-                len(failed),
-                len(rooms),
-                failed[0],
-            )
 
     def _closing_send(self, send: Send) -> Send:
         async def closing_send(message: Message) -> None:

@@ -33,6 +33,7 @@ from .outcomes import Outcome, decode, decode_joins, text, waiting
 from .pipeline import pack
 from .readings import Readings
 from .settings import ConfigError, Room, check_room_setting
+from .stats import decode_stats
 from .ticker import Tick, Ticker
 
 # connect, redacted and Client live in queuegate.connections, StoreError and
@@ -132,6 +133,9 @@ class Store(Readings):
         self.admissions.revoke(room, visitor, at_ms)
         if visitor == "*":  # new settings: the room may move at other moments now
             self.ticker.poke(room)
+            # Or it is gone (forgotten, its data lost), and the next call
+            # makes it anew: with a lottery seed, not the empty one.
+            self.calls.offer_seed(room)
 
     def keys(self, room: str) -> tuple[str, ...]:
         """The room's keys: seq, waiting, seen, active, state (made once per room)."""
@@ -383,6 +387,19 @@ class Store(Readings):
         finally:
             self.fronts.forget(name)
 
+    async def forget(self, room: RoomRef, *, now: int | None = None) -> tuple[int, int, int]:
+        """Delete the room and everything Redis holds of it, unless anybody
+        is in it (see forget.lua). Returns (0, 0, 0) when it is gone, else
+        nothing was deleted: how many wait, how many have a session, and
+        when the last session ends (ms)."""
+        name = room if isinstance(room, str) else room.name
+        self.far_back.forget(name)
+        try:
+            waiting, active, ends = await self._call("forget", room, now)
+        finally:
+            self.fronts.forget(name)
+        return int(waiting), int(active), int(ends)
+
     async def report(
         self,
         room: RoomRef,
@@ -414,29 +431,25 @@ class Store(Readings):
         return int(reply[0]), text(reply[1])
 
     async def stats(self, room: RoomRef, *, now: int | None = None) -> dict[str, Any]:
-        """Live numbers and effective settings (durations in ms); see stats.lua."""
+        """Live numbers and effective settings (durations in ms); see stats.lua.
+        ``run_time`` lists the settings an operator set at run time, which
+        win over the code's; ``controlled`` names the one the admission
+        controller holds ("": none); ``code`` has the code's value of each."""
         name = room if isinstance(room, str) else room.name
         reply = await self._call("stats", room, now, extra_keys=(self._base(name) + "health",))
-        out: dict[str, Any] = {}
-        for field, raw in zip(reply[::2], reply[1::2], strict=True):
-            value = text(raw)
-            key = text(field)
-            if key in ("status", "method", "seed_sha256", "health_reason", "health_changed"):
-                out[key] = value
-            elif key.endswith("per_minute") or key in ("max_errors", "error_rate"):
-                out[key] = float(value)
-            else:
-                out[key] = int(float(value))
-        return out
+        return decode_stats(reply)
 
     async def configure(
         self, room: RoomRef, *, now: int | None = None, who: str | None = None, **changes: Any
-    ) -> None:
+    ) -> dict[str, str]:
         """Change run-time settings (seconds for durations); ``None`` resets one
         to the room's default from code. ``seed=...`` sets the lottery's secret.
         Everything is checked before anything is written: a health target
         for a room without one in code is refused (ConfigError), as nothing
-        would measure it. Logged under ``who`` (by default, ``actor``)."""
+        would measure it. ``rate`` and ``per`` are kept as one pair (see
+        configure.lua). Logged under ``who`` (by default, ``actor``).
+        Returns the fields written as Redis keeps them (ms for durations;
+        "": back to the code's), the pair's other half included."""
         pairs: list[str] = []
         for name, value in changes.items():
             if name == "pinned":
@@ -457,9 +470,11 @@ class Store(Readings):
             shown = {key: "(secret)" if key == "seed" else value for key, value in changes.items()}
             details = json.dumps(shown, default=str)
             try:
-                await self._call("configure", room, now, who or self.actor, details, *pairs)
+                reply = await self._call("configure", room, now, who or self.actor, details, *pairs)
             finally:
                 self.fronts.forget(name)
+            return {text(field): text(value) for field, value in zip(reply[::2], reply[1::2], strict=True)}
+        return {}
 
     async def note(
         self, room: RoomRef, action: str, details: dict[str, Any], *, who: str | None = None

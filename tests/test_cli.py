@@ -14,7 +14,8 @@ import anyio
 import httpx
 import pytest
 
-from queuegate import Room
+from queuegate import Room, Store
+from queuegate.cli.parser import _parser
 from queuegate.embedded import free_port
 
 from .conftest import MakeGate, client_for, wait_for_http
@@ -98,6 +99,19 @@ def test_help_is_plain_text() -> None:
         assert not re.search(r"``|:class:|:func:|\.\. ", shown.stdout), shown.stdout
 
 
+def test_every_option_of_every_command_says_what_it_is() -> None:
+    """`serve-admin --help` showed --host HOST and --port PORT and nothing
+    else: each option has its help, and its default where it has one."""
+    parser = _parser()
+    for name, command in [("", parser), *parser.commands.items()]:  # type: ignore[attr-defined]
+        for action in command._actions:
+            if action.option_strings:
+                assert action.help, f"queuegate {name} {action.option_strings}: no help"
+    shown = " ".join(cli("serve-admin", "--help", url=None).stdout.split())
+    assert "(default: 127.0.0.1, this machine only;" in shown
+    assert "port to listen on (default: 8400)" in shown
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -146,7 +160,7 @@ async def test_timeout_bounds_every_call_against_a_silent_server() -> None:
         return result, time.monotonic()
 
     try:
-        for args in (("show", "sale"), ("list",), ("set", "sale", "--rate", "3"), ("seed", "sale")):
+        for args in (("show", "sale"), ("list",), ("set", "sale", "--rate", "3"), ("seed", "sale", "--yes")):
             connected.clear()
             result, ended = await anyio.to_thread.run_sync(timed, "--timeout", "1", *args)
             assert result.returncode == 1
@@ -177,9 +191,96 @@ async def test_set_release_remove_drain_seed(busy_room: str) -> None:
     assert (refused.returncode, refused.stdout) == (2, "")
     assert "--yes" in refused.stderr
     assert "2 visitors removed" in cli("drain", "sale", "--yes", url=busy_room).stdout
-    seed = json.loads(cli("seed", "sale", "--json", url=busy_room).stdout)
+    # The seed, as drain's line, only once confirmed: shown early, the draw is predictable.
+    refused = cli("seed", "sale", "--json", url=busy_room)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert "can predict the room's draws" in refused.stderr
+    assert "add --yes to confirm" in refused.stderr
+    seed = json.loads(cli("seed", "sale", "--json", "--yes", url=busy_room).stdout)
     assert len(seed["seed"]) == 32
     assert len(seed["seed_sha256"]) == 64
+
+
+@pytest.mark.anyio
+async def test_show_and_list_mark_each_setting_set_at_run_time_with_the_codes_value(
+    redis_url: str, store: Store
+) -> None:
+    # (No gate here: its ticker would tell Redis SALE's values again.)
+    await store.stats(SALE)
+    assert cli("set", "sale", "--status", "paused", "--session", "600", url=redis_url).returncode == 0
+    # The app redeployed with another session and rate: the code's values
+    # reach Redis with its first call.
+    await store.stats(Room("sale", paths=["/checkout*"], rate=3, per=60.0, session=900.0))
+    text = cli("show", "sale", url=redis_url).stdout
+    assert re.search(r"^ +status +paused +set at run time; code: open$", text, re.MULTILINE), text
+    assert re.search(r"^ +session +10 min, fixed +set at run time; code: 15 min, fixed$", text, re.MULTILINE)
+    assert re.search(r"^ +rate +3 visitors every 1 min$", text, re.MULTILINE)  # the code's, unmarked
+    assert re.search(r"^ +forget +never \(queuegate forget deletes the room\)$", text, re.MULTILINE)
+    shown = json.loads(cli("show", "sale", "--json", url=redis_url).stdout)
+    assert shown["run_time"] == {
+        "session": {"value": 600.0, "code": 900.0},
+        "status": {"value": "paused", "code": "open"},
+    }
+    assert (shown["controlled"], shown["forget"]) == (None, 0.0)
+    listed = cli("list", url=redis_url).stdout.splitlines()
+    assert listed[2:] == ["sale: session, status set at run time (queuegate show sale)"]
+    assert json.loads(cli("list", "--json", url=redis_url).stdout)[0]["run_time"] == shown["run_time"]
+    # Set to what the code says: still set at run time (a later deploy does not change it).
+    assert cli("set", "sale", "--session", "900", url=redis_url).returncode == 0
+    text = cli("show", "sale", url=redis_url).stdout
+    assert re.search(r"^ +session +15 min, fixed +set at run time, the same as the code$", text, re.MULTILINE)
+
+
+@pytest.mark.anyio
+async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str, store: Store) -> None:
+    await store.stats(Room("sale", paths=["/checkout*"], rate=2, per=1.0))
+    changed = cli("set", "sale", "--rate", "5", url=redis_url)
+    assert changed.stdout == "sale: rate=5, per=1.0 (per kept with it: rate and per are one pair)\n"
+    await store.stats(SALE)  # redeployed: 2 a minute in code
+    text = cli("show", "sale", url=redis_url).stdout
+    assert re.search(
+        r"^ +rate +5 visitors every 1 s +set at run time; code: 2 visitors every 1 min$", text, re.M
+    )
+    reset = cli("set", "sale", "--reset", "per", url=redis_url)
+    assert reset.stdout == "sale: per=default, rate=default (rate reset with it: rate and per are one pair)\n"
+    assert json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["run_time"] == {}
+    cli("set", "sale", "--per", "2", "--status", "paused", "--max-step", "10", url=redis_url)
+    everything = cli("set", "sale", "--reset", "all", url=redis_url)
+    assert everything.stdout == (
+        "sale: every setting back to the code's (set at run time before: rate, per, max_step, status)\n"
+    )
+    shown = json.loads(cli("show", "sale", "--json", url=redis_url).stdout)
+    assert (shown["run_time"], shown["rate"], shown["per"], shown["status"]) == ({}, 2, 60.0, "open")
+    # A setting given beside it keeps its new value.
+    but = cli("set", "sale", "--reset", "all", "--status", "paused", url=redis_url)
+    assert but.stdout == (
+        "sale: every other setting back to the code's (set at run time before: none); status=paused\n"
+    )
+    assert json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["status"] == "paused"
+
+
+@pytest.mark.anyio
+async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in_use(
+    busy_room: str, store: Store
+) -> None:
+    await store.stats(Room("renamed", paths=["/old*"], rate=1))
+    unconfirmed = cli("forget", "renamed", url=busy_room)
+    assert (unconfirmed.returncode, unconfirmed.stdout) == (2, "")
+    assert "would be deleted; add --yes to confirm" in unconfirmed.stderr
+    in_use = cli("forget", "sale", "--yes", url=busy_room)
+    assert (in_use.returncode, in_use.stdout) == (1, "")
+    assert re.fullmatch(
+        r"queuegate: forget: room 'sale' is in use \(3 visitors waiting, 2 sessions, the last ending "
+        r"(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d UTC \(in \d+ min( \d+ s)?\)\), nothing deleted: "
+        r"its app may still send visitors there\. Drain its line \(queuegate drain sale --yes\) and let "
+        r"the sessions end first\n",
+        in_use.stderr,
+    ), in_use.stderr
+    done = cli("forget", "renamed", "--yes", url=busy_room)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("renamed: forgotten. An app that still has this room in its code makes it")
+    assert [row["room"] for row in json.loads(cli("list", "--json", url=busy_room).stdout)] == ["sale"]
+    assert "no room named 'renamed'" in cli("forget", "renamed", "--yes", url=busy_room).stderr
 
 
 @pytest.mark.parametrize(

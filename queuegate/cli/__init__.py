@@ -1,4 +1,4 @@
-"""The operator's console: ``queuegate list|show|set|release|remove|drain|seed|simulate|serve-admin``.
+"""The operator's console: ``queuegate list|show|set|release|remove|drain|forget|seed|simulate|serve-admin``.
 
 It talks to the same Redis as the app (``--redis`` or ``QUEUEGATE_REDIS_URL``)
 and goes through the same scripts, so a change applies in every app process at
@@ -20,6 +20,7 @@ from ..store import Store, StoreError, UnknownRoom, connect, redacted
 from .commands import _run
 from .parser import URL, CommandError, _parser
 from .simulate import _simulate
+from .watch import watch
 
 __all__ = ["main"]
 
@@ -59,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise CommandError("no Redis: pass --redis redis://host:6379/0 or set QUEUEGATE_REDIS_URL", 2)
         if args.command == "serve-admin":
             return _serve_admin(args, url)
+        if getattr(args, "watch", None) is not None:
+            return watch(args, url)
         output = asyncio.run(_run(args, url))
     except CommandError as exc:
         print(f"queuegate: {exc}", file=sys.stderr)

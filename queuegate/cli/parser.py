@@ -15,7 +15,7 @@ from .. import COMPILED, __version__
 from ..analytics import KEEP_MINUTES
 
 T = TypeVar("T")
-DURATIONS = ("per", "session", "abandon", "settle")  # ms in Redis, seconds on the command line
+WATCH_EVERY = 2.0  # seconds between two views of --watch
 URL = "the Redis URL (--redis, QUEUEGATE_REDIS_URL)"  # as a wrong one's error names it
 
 
@@ -176,6 +176,19 @@ def _where(parser: argparse.ArgumentParser, *, given_only: bool = False) -> None
     )
 
 
+def _watch(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--watch",
+        nargs="?",
+        const=WATCH_EVERY,
+        type=_ranged(float, 0.5),
+        metavar="SECONDS",
+        help=f"show it again every SECONDS (default: {WATCH_EVERY:g}) until Ctrl-C: redrawn on a terminal, "
+        "a new block each time when piped (with --json, a line each); if Redis stops answering, "
+        "says so and keeps trying",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="queuegate",
@@ -190,6 +203,7 @@ def _parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="every room with its live numbers")
     listing.add_argument("--json", action="store_true", help="as JSON")
+    _watch(listing)
 
     show = commands.add_parser("show", help="one room: numbers, settings, head of the line")
     show.add_argument("room")
@@ -207,12 +221,20 @@ def _parser() -> argparse.ArgumentParser:
         default=60,
         help=f"how many one-minute points of the line to give with --json (1-{KEEP_MINUTES}, default: 60)",
     )
+    _watch(show)
 
     office = commands.add_parser(
         "serve-admin", help="serve the back office (its sign-in secret from $QUEUEGATE_ADMIN_SECRET)"
     )
-    office.add_argument("--host", default="127.0.0.1")
-    office.add_argument("--port", type=_ranged(int, 1, 65535), default=8400)
+    office.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 for every interface, "
+        "behind TLS)",
+    )
+    office.add_argument(
+        "--port", type=_ranged(int, 1, 65535), default=8400, help="port to listen on (default: 8400)"
+    )
 
     change = commands.add_parser("set", help="change a room's run-time settings")
     change.add_argument("room")
@@ -223,7 +245,11 @@ def _parser() -> argparse.ArgumentParser:
     change.add_argument("--sliding", action=argparse.BooleanOptionalAction, help="renew sessions")
     change.add_argument("--abandon", type=float, help="skip waiting visitors silent this long, seconds")
     change.add_argument("--max-step", type=int, dest="max_step", help="most visitors moved per call")
-    change.add_argument("--forget", type=float, help="expire the room this long after its last call, seconds")
+    change.add_argument(
+        "--forget",
+        type=float,
+        help="expire the room this long after its last call, seconds (0: never; to delete it now: forget)",
+    )
     change.add_argument("--status", help="open, paused, queue_all, passthrough or closed")
     change.add_argument("--method", help="fifo or random")
     change.add_argument("--opens-at", dest="opens_at", help="scheduled opening, ISO 8601 with a zone")
@@ -244,7 +270,11 @@ def _parser() -> argparse.ArgumentParser:
         "--auto", action="store_true", help="give the rate (or capacity) back to the controller after --rate"
     )
     change.add_argument(
-        "--reset", action="append", default=[], metavar="SETTING", help="back to the default from code"
+        "--reset",
+        action="append",
+        default=[],
+        metavar="SETTING",
+        help="back to the code's value; rate or per resets both (one pair), all resets every setting",
     )
 
     for name, text in (("release", "free a visitor's slot"), ("remove", "take a visitor out of the room")):
@@ -256,8 +286,21 @@ def _parser() -> argparse.ArgumentParser:
     drain.add_argument("room")
     drain.add_argument("--yes", action="store_true", help="confirm: everyone waiting loses their place")
 
-    seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the event")
+    forget = commands.add_parser(
+        "forget", help="delete a room left behind (renamed, a test) and all Redis holds of it"
+    )
+    forget.add_argument("room")
+    forget.add_argument(
+        "--yes",
+        action="store_true",
+        help="confirm: its counters, run-time settings, analytics and activity log go for good",
+    )
+
+    seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the draw")
     seed.add_argument("room")
+    seed.add_argument(
+        "--yes", action="store_true", help="confirm: whoever sees the seed can predict the room's draws"
+    )
     seed.add_argument("--json", action="store_true", help="as JSON")
 
     sim = commands.add_parser("simulate", help="virtual visitors against a gated URL (a load test)")

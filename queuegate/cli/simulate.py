@@ -14,7 +14,7 @@ from rich.progress import Progress as Bar
 
 from ..console import count, duration, show
 from ..simulate import Progress, simulate
-from .commands import _grid
+from .views import _grid
 
 
 def _simulate(args: argparse.Namespace, stderr: Console | None = None) -> int:

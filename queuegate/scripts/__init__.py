@@ -52,6 +52,7 @@ SCRIPTS = {
     "stats": ("clock", "liveness", "estimate", "analytics", "advance", "stats"),
     "configure": ("clock", "liveness", "estimate", "analytics", "advance", "activity", "configure"),
     "drain": ("clock", "liveness", "estimate", "analytics", "advance", "activity", "drain"),
+    "forget": ("clock", "liveness", "estimate", "analytics", "advance", "forget"),
     "note": ("clock", "liveness", "estimate", "analytics", "advance", "activity", "note"),
     "health": ("clock", "liveness", "estimate", "analytics", "advance", "health"),
     "view": ("clock", "liveness", "estimate", "analytics", "advance", "view"),

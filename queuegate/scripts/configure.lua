@@ -19,7 +19,14 @@
 -- controller (health.lua) holds it until a `pinned` field of "" (unpin)
 -- returns control.
 --
--- Returns the number of fields written.
+-- `rate` and `per` are one pair (visitors per interval), kept at run time
+-- together or not at all, so that a deploy with another `per` never makes
+-- a pair neither the code nor the operator chose: setting one keeps the
+-- other at its value in force, resetting one resets both, and one set with
+-- the other reset keeps the other at the code's value.
+--
+-- Returns the fields written, as field, value pairs in the order given
+-- (the pair's other half after them); a value of "" was removed.
 
 for i = 6, #ARGV, 2 do
   if ARGV[i] == 'target_ms' and (tonumber(ARGV[i + 1]) or 0) > 0 and (tonumber(default[14]) or 0) == 0 then
@@ -36,21 +43,43 @@ moved() -- a new rate, state or opening changes what every waiting page shows
 redis.call('PUBLISH', BASE .. 'revoked', '*:' .. now)
 -- So does the view of the line built under the old ones (view.lua).
 redis.call('HDEL', KEYS[5], 'view_at', 'view')
-local n = 0
+local given, order = {}, {}
 for i = 6, #ARGV, 2 do
-  if ARGV[i + 1] == '' then
-    redis.call('HDEL', KEYS[5], ARGV[i])
+  if given[ARGV[i]] == nil then order[#order + 1] = ARGV[i] end
+  given[ARGV[i]] = ARGV[i + 1]
+end
+local pair_rate, pair_per = given.rate, given.per
+if pair_rate ~= nil or pair_per ~= nil then
+  if (pair_rate or '') == '' and (pair_per or '') == '' then
+    pair_rate, pair_per = '', ''
   else
-    redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1])
-    if (ARGV[i] == 'rate' or ARGV[i] == 'capacity') and target_ms > 0 then
+    if pair_rate == nil then pair_rate = string.format('%.0f', rate) end
+    if pair_per == nil then pair_per = string.format('%.0f', per) end
+    if pair_rate == '' then pair_rate = default[1] or '' end
+    if pair_per == '' then pair_per = default[2] or '' end
+  end
+  if given.rate == nil then order[#order + 1] = 'rate' end
+  if given.per == nil then order[#order + 1] = 'per' end
+end
+local written = {}
+for _, field in ipairs(order) do
+  local value = given[field]
+  if field == 'rate' then value = pair_rate elseif field == 'per' then value = pair_per end
+  if value == '' then
+    redis.call('HDEL', KEYS[5], field)
+  else
+    redis.call('HSET', KEYS[5], field, value)
+    -- (Only a rate or capacity the caller gave pins it, not the pair's other half.)
+    if (given[field] or '') ~= '' and (field == 'rate' or field == 'capacity') and target_ms > 0 then
       redis.call('HSET', KEYS[5], 'pinned', 1)
     end
   end
-  n = n + 1
+  written[#written + 1] = field
+  written[#written + 1] = value
 end
 -- The room under its new settings, now.
 read_settings(redis.call('HMGET', KEYS[5], unpack(SETTINGS)))
 advance()
 save_state()
 note_activity(ARGV[4], 'settings', ARGV[5])
-return n
+return written

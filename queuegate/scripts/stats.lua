@@ -13,7 +13,13 @@
 --   p95_ms and first_byte_p95_ms (-1 = none yet), error_rate, samples,
 --   health_reason (its last decision), health_changed and _at (why and when
 --   it last changed the value), target_in_code (1: the room has a target in
---   code, so one set at run time acts; target_ms 0 then means switched off).
+--   code, so one set at run time acts; target_ms 0 then means switched off),
+--   and where the settings come from: run_time (the settings an operator set
+--   at run time, comma-separated in advance.lua's order, "" = none),
+--   controlled (the setting the admission controller holds at run time, "" =
+--   none: the rate, or the capacity of a room without one, unless pinned),
+--   and code_<setting> for each of those: the code's value, as its app
+--   processes last sent it (ARGV[2], kept as `defaults`; none when unknown).
 
 advance()
 settled = true
@@ -41,6 +47,26 @@ for i, name in ipairs(names) do
   out[#out + 1] = name
   out[#out + 1] = counters[i] or (name == 'seed_sha256' and '' or 0)
 end
+local pinned = redis.call('HGET', KEYS[5], 'pinned')
+-- A setting is set at run time when its field is in the state hash (read by
+-- advance.lua into `conf`, after the defaults; nothing since has written
+-- one): it wins over the code's (read_settings).
+local held = ''
+if target_ms > 0 and not pinned then held = rate > 0 and 'rate' or 'capacity' end
+local run_time, controlled, code = {}, '', {}
+for i, name in ipairs(SETTINGS) do
+  if conf[i + 1] then
+    if name == held then controlled = name else run_time[#run_time + 1] = name end
+    if default[i] and default[i] ~= '' then
+      code[#code + 1] = 'code_' .. name
+      code[#code + 1] = default[i]
+    end
+  end
+end
+for _, v in ipairs({'run_time', table.concat(run_time, ','), 'controlled', controlled}) do
+  out[#out + 1] = v
+end
+for _, v in ipairs(code) do out[#out + 1] = v end
 -- The admission controller (health.lua), when the room has a target.
 local health = redis.call('HMGET', KEYS[6], 'p95_ms', 'first_byte_p95_ms', 'error_rate',
   'samples', 'reason', 'changed', 'changed_at', 'out_of_reach')
@@ -49,7 +75,6 @@ local out_of_reach = -1
 if health[8] and string.sub(health[5] or '', 1, 19) == 'target out of reach' then
   out_of_reach = health[8]
 end
-local pinned = redis.call('HGET', KEYS[5], 'pinned')
 local more = {
   'target_ms', target_ms, 'max_errors', max_errors, 'floor', adapt_floor, 'ceiling', adapt_ceiling,
   'settle', settle,

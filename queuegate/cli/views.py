@@ -1,0 +1,278 @@
+"""The console's views of the rooms: ``list`` (every room, a row each)
+and ``show`` (one room: the line, its totals, settings and controller, the
+waits, who is first), as tables or as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from ..console import UNKNOWN, clock, count, milliseconds, per_minute, percent
+from ..stats import DURATIONS, readable, run_time
+from ..store import redacted
+from .session import Bounded, Output
+
+
+def _readable(stats: dict[str, Any]) -> dict[str, Any]:
+    """Durations back in seconds, for people; the settings set at run time
+    with the code's values."""
+    out = dict(stats)
+    for name in (*DURATIONS, "opens_at"):
+        out[name] = readable(name, out[name])
+    eta = out.pop("eta_back_ms")
+    out["eta_back"] = None if eta < 0 else eta / 1000
+    out["run_time"] = run_time(stats)
+    out["controlled"] = stats["controlled"] or None
+    del out["code"]
+    return out
+
+
+async def _list(ask: Bounded, args: argparse.Namespace) -> Output:
+    store = ask.store
+    names = await ask(store.room_names())
+    stats = [await ask(store.stats(name)) for name in names]
+    if args.json:
+        return json.dumps([{"room": name, **_readable(row)} for name, row in zip(names, stats, strict=True)])
+    if not names:
+        # Said with where it looked: a wrong prefix or database number
+        # finds nothing too.
+        return (
+            f"no rooms yet under the prefix {args.prefix!r} at {redacted(args.url)} (a room is there once "
+            "its app has started, or from its first visitor; check --prefix and the database number)"
+        )
+    table = _table()
+    table.add_column("room", style="bold")
+    table.add_column("status")
+    table.add_column("waiting", justify="right")
+    table.add_column("active", justify="right")
+    table.add_column("admitting", justify="right")
+    table.add_column("wait at the back", justify="right")
+    table.add_column("admitted", justify="right")
+    table.add_column("gave up", justify="right")
+    for name, row in zip(names, stats, strict=True):
+        table.add_row(
+            name,
+            _status(row["status"]),
+            f"{row['waiting']:,}",
+            f"{row['active']:,}",
+            per_minute(row["per_minute"]),
+            milliseconds(row["eta_back_ms"]),
+            f"{row['admitted']:,}",
+            f"{row['abandoned']:,}",
+        )
+    # A room whose target no rate meets says so under the table, and one
+    # whose settings are not all the code's.
+    notes = [
+        Text(f"{name}: {row['health_reason']}", style="yellow")
+        for name, row in zip(names, stats, strict=True)
+        if row.get("out_of_reach_ms", -1) >= 0
+    ]
+    notes += [
+        Text(f"{name}: {', '.join(row['run_time'])} set at run time (queuegate show {name})", style="yellow")
+        for name, row in zip(names, stats, strict=True)
+        if row["run_time"]
+    ]
+    return Group(table, *notes) if notes else table
+
+
+STATUS_STYLES = {"open": "green", "paused": "yellow", "closed": "red", "queue_all": "yellow"}
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def _table() -> Table:
+    # No rules: piped, a header line and a line per row, for grep and cut.
+    return Table(box=None, pad_edge=False, header_style="bold underline", padding=(0, 3, 0, 0))
+
+
+def _grid() -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    return grid
+
+
+Rows = Callable[[dict[str, Any]], list[tuple[str, str]]]
+# The settings each row of show's settings says, where not only its own.
+ROW_SETTINGS = {
+    "rate": ("rate", "per"),
+    "session": ("session", "sliding"),
+    "floor / ceiling": ("floor", "ceiling"),
+}
+CONTROLLER = ("target_ms", "max_errors", "floor", "ceiling", "settle")
+
+
+def _sourced(rows: Rows, stats: dict[str, Any]) -> Table:
+    """The rows, each with where its value comes from when not the code:
+    an operator at run time, or the admission controller, and what the
+    code says (as the app's processes last told Redis)."""
+    grid = _grid()
+    grid.add_column(style="yellow")
+    operator, held = set(stats["run_time"]), {stats["controlled"]} - {""}
+    code = dict(rows({**stats, **stats["code"]}))
+    for label, said in rows(stats):
+        names = set(ROW_SETTINGS.get(label, (label,)))
+        if label == "target_ms" and stats["target_ms"] <= 0:
+            names = set(CONTROLLER)  # the one row of a room without a controller
+        source = names & (operator | held)
+        if not source:
+            grid.add_row(label, said)
+            continue
+        who = "set at run time" if names & operator else "set by the admission controller"
+        if not source <= set(stats["code"]):
+            note = f"{who}; the code's value is not known"
+        elif code.get(label) == said:
+            note = f"{who}, the same as the code"
+        elif label in code:
+            note = f"{who}; code: {code[label]}"
+        else:
+            values = (f"{name} {readable(name, stats['code'][name])}" for name in sorted(source))
+            note = f"{who}; code: {', '.join(values)}"
+        grid.add_row(label, said, note)
+    return grid
+
+
+def _settings_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
+    now = stats["now"]
+    per = milliseconds(stats["per"])
+    forget = stats["forget"]
+    rows = [
+        ("status", stats["status"]),
+        ("rate", "no limit" if stats["rate"] <= 0 else f"{count(stats['rate'], 'visitor')} every {per}"),
+        ("capacity", "no limit" if stats["capacity"] <= 0 else count(stats["capacity"], "active session")),
+        (
+            "session",
+            f"{milliseconds(stats['session'])}, "
+            + ("renewed by each request" if stats["sliding"] else "fixed"),
+        ),
+        ("abandon", f"skip waiting visitors silent for {milliseconds(stats['abandon'])}"),
+        ("max_step", f"{count(stats['max_step'], 'visitor')} moved per call at most"),
+        (
+            "method",
+            {"fifo": "fifo (first come, first served)", "random": "random (a lottery)"}.get(
+                stats["method"], stats["method"]
+            ),
+        ),
+        ("opens_at", clock(stats["opens_at"], now) + (", pre-queue open" if stats["prequeue"] else "")),
+        ("challenge", "none" if stats["challenge"] <= 0 else f"proof of work up to {stats['challenge']:,}"),
+        (
+            "client_limit",
+            "no limit"
+            if stats["client_limit"] <= 0
+            else f"{count(stats['client_limit'], 'new place')} a minute a client",
+        ),
+        (
+            "forget",
+            "never (queuegate forget deletes the room)"
+            if forget <= 0
+            else f"{milliseconds(forget)} after the last call, with its line",
+        ),
+    ]
+    return rows
+
+
+def _controller_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
+    if stats["target_ms"] <= 0:
+        return [("target_ms", "none: the rate is set by hand")]
+    ceiling = "none" if stats["ceiling"] <= 0 else f"{stats['ceiling']:,}"
+    changed = stats["health_changed"] or UNKNOWN
+    if stats["health_changed_at"] > 0:
+        changed += f", {clock(stats['health_changed_at'], stats['now'])}"
+    return [
+        ("target_ms", f"p95 of responses within {milliseconds(stats['target_ms'])}"),
+        ("max_errors", f"{percent(stats['max_errors'])} of responses"),
+        ("floor / ceiling", f"{stats['floor']:,} / {ceiling}"),
+        ("settle", f"{milliseconds(stats['settle'])} between changes"),
+        ("pinned", "yes: the operator set the rate" if stats["pinned"] else "no: the controller sets it"),
+        (
+            "p95_ms",
+            f"{milliseconds(stats['p95_ms'])} (first byte {milliseconds(stats['first_byte_p95_ms'])})",
+        ),
+        ("error_rate", f"{percent(stats['error_rate'])} of {count(stats['samples'], 'response')}"),
+        ("health_reason", stats["health_reason"] or UNKNOWN),
+        ("last change", changed),
+    ]
+
+
+async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
+    store = ask.store
+    stats = await ask(store.stats(args.room))
+    visitors: dict[str, list[tuple[str, int]]] = {"waiting": [], "active": []}
+    if args.visitors:
+        visitors = await ask(store.visitors(args.room, args.visitors))
+    figures = await ask(store.analytics(args.room, minutes=args.minutes))
+    if args.json:
+        return json.dumps({"room": args.room, **_readable(stats), "visitors": visitors, "analytics": figures})
+    now = stats["now"]
+    title = Text.assemble((args.room, "bold"), "  ", _status(stats["status"]), f"  (Redis time {clock(now)})")
+    line = _grid()
+    line.add_row("waiting", count(stats["waiting"], "visitor"))
+    line.add_row("active", count(stats["active"], "session"))
+    line.add_row("wait at the back", milliseconds(stats["eta_back_ms"]))
+    line.add_row("admitting", f"{per_minute(stats['per_minute'])} lately")
+    line.add_row("sessions ending", f"{per_minute(stats['ended_per_minute'])} lately")
+    if stats["tokens"] >= 0:
+        line.add_row("tokens", f"{stats['tokens']:,} of {stats['rate']:,} left this interval")
+    totals = _grid()
+    for key in ("joined", "admitted", "abandoned", "expired", "released", "left", "drained"):
+        totals.add_row(key, count(stats[key], "visitor"))
+    settings = _sourced(_settings_rows, stats)
+    controller = _sourced(_controller_rows, stats)
+    waits = [
+        f"waits of those {'admitted' if kind == 'admitted' else 'who gave up'}: {values['count']:,} ("
+        + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99", "max"))
+        + ")"
+        for kind, values in figures["waits"].items()
+    ]
+    estimate = figures["estimate"]
+    waits.append(
+        f"estimates within 20 % of the real wait: {percent(estimate['share'])} of "
+        + count(estimate["checked"], "estimate")
+    )
+    parts: list[RenderableType] = [
+        title,
+        _heading("The line"), _indent(line),
+        _heading("Since the room was made"), _indent(totals),
+        _heading("Settings"), _indent(settings),
+        _heading("Admission controller"), _indent(controller),
+        _heading("Waits"), _indent(Text("\n".join(waits))),
+    ]  # fmt: skip
+    if args.visitors:
+        parts += [_heading("Who"), _indent(_who(visitors, now))]
+    return Group(*parts)
+
+
+def _indent(renderable: RenderableType) -> Padding:
+    return Padding(renderable, (0, 0, 0, 2))
+
+
+def _heading(text: str) -> Text:
+    return Text("\n" + text, style="bold underline")
+
+
+def _who(visitors: dict[str, list[tuple[str, int]]], now: int) -> RenderableType:
+    table = _table()
+    table.add_column("", justify="right")
+    table.add_column("waiting (arrival number)")
+    table.add_column("active (session ends)")
+    rows = max(len(visitors["waiting"]), len(visitors["active"]))
+    if not rows:
+        return Text("nobody waiting, nobody active")
+    for i in range(rows):
+        waiting = visitors["waiting"][i] if i < len(visitors["waiting"]) else None
+        active = visitors["active"][i] if i < len(visitors["active"]) else None
+        table.add_row(
+            str(i + 1),
+            "" if waiting is None else f"{waiting[0]} (#{waiting[1]:,})",
+            "" if active is None else f"{active[0]}, until {clock(active[1], now)}",
+        )
+    return table

@@ -1,0 +1,36 @@
+-- forget: delete a room and everything Redis holds of it (its line and
+-- sessions, counters, settings set at run time, seed, analytics, activity
+-- log, the controller's figures), at an operator's word. A room that
+-- `forget` (the setting) does not expire, a plain room's case, stays in
+-- the console, the back office and /metrics for good once renamed or
+-- tested. Runs after advance, so sessions already over do not count.
+--
+-- Refused while anybody is in the room, waiting or with a session: they
+-- would lose their place or be let out, and the app that sent them there
+-- probably still runs. The line can be drained first (drain.lua).
+--
+-- An app process that still has the room in its code makes it again at its
+-- next call (a visitor, its ticker, its start), with the code's settings and
+-- a new incarnation, so that every copy of the old one is dropped
+-- (tick.lua). Keys of a visitor or client (user:, client:, proof:) keep
+-- their own expiry: they are not listed anywhere to be deleted, and mean
+-- nothing without the room.
+--
+-- Returns {waiting, active, the last session's end (ms, 0 = none)}: all 0
+-- when the room is gone; otherwise nothing was deleted.
+
+advance()
+local waiting = redis.call('ZCARD', KEYS[2])
+if waiting > 0 or active_n > 0 then
+  settled = true
+  save_state()
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  return {waiting, active_n, tonumber(last[2]) or 0}
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ALIVE, ALIVE_N)
+for _, name in ipairs({'waits', 'arrivals', 'minutes', 'activity', 'health', 'health:admits', 'ticker'}) do
+  redis.call('DEL', BASE .. name)
+end
+-- Every process drops what it copied of the room (admissions.py).
+redis.call('PUBLISH', BASE .. 'revoked', '*:' .. now)
+return {0, 0, 0}

@@ -1,0 +1,79 @@
+"""A gate's start, at its lifespan's startup: connect to Redis and load
+the scripts before the app starts, and make each room of the code known
+in Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from starlette.types import Message, Receive
+
+from .rooms import Rooms
+from .stats import described
+from .store import Store, StoreError
+
+__all__ = ["warming"]
+
+logger = logging.getLogger("queuegate")
+
+
+def warming(store: Store, rooms: Rooms, receive: Receive) -> Receive:
+    """At startup, connect to Redis and load the scripts before the app
+    starts, so the first requests keep their whole deadline, and make
+    each room of the code known in Redis (templates aside), so that the
+    console, a Store and the back office can pause it or set its rate
+    before its first visitor. Redis not answering is logged, never
+    fatal: gated requests fail closed (or open, as configured) until it
+    answers."""
+
+    async def warming_receive() -> Message:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            try:
+                await store.warm()
+            except StoreError as exc:
+                logger.warning(
+                    "queuegate: Redis did not answer at startup (%s); gated requests are answered "
+                    "as each room's fail setting says until it does",
+                    exc,
+                )
+            else:
+                await _register(store, rooms)
+        return message
+
+    return warming_receive
+
+
+async def _register(store: Store, rooms: Rooms) -> None:
+    """Make each plain room known in Redis, a hundred at a time (each
+    call has a request's deadline); a room that could not be is logged,
+    and appears at its first visitor instead. A room whose settings an
+    operator changed at run time is logged too, a line each: those win
+    over the code's, which a deploy may have just changed."""
+    plain = [rooms[name].room for name in rooms]
+    failed: list[StoreError] = []
+    for start in range(0, len(plain), 100):
+        batch = plain[start : start + 100]
+        done = await asyncio.gather(*(store.stats(room) for room in batch), return_exceptions=True)
+        for room, result in zip(batch, done, strict=True):
+            if isinstance(result, StoreError):
+                failed.append(result)
+            elif isinstance(result, BaseException):
+                raise result
+            elif result["run_time"]:
+                logger.warning(
+                    "queuegate: room %r runs with settings set at run time, over the code's: %s "
+                    "(`queuegate set %s --reset all` goes back to the code's)",
+                    room.name,
+                    described(result),
+                    room.name,
+                )
+    if failed:
+        logger.warning(
+            "queuegate: %d of %d rooms could not be registered at startup (%s); each appears to the "
+            "console and the back office at its first visitor",
+            len(failed),
+            len(plain),
+            failed[0],
+        )

@@ -1,0 +1,96 @@
+"""Settings set at run time (the console, the back office, Store.configure)
+win over the code's: which ones are, and what the code says of each, as
+the scripts report them."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from queuegate import Health, Room, Store
+
+from .conftest import MakeGate, lifespan_app, running
+
+pytestmark = pytest.mark.anyio
+
+T0 = 1_700_000_000_000  # ms
+
+
+def flash(**settings: object) -> Room:
+    return Room("flash", paths=["/flash*"], **settings)  # type: ignore[arg-type]
+
+
+async def test_stats_name_each_setting_set_at_run_time_with_the_codes_value(store: Store) -> None:
+    await store.stats(flash(rate=2, per=1.0), now=T0)
+    assert (await store.stats("flash", now=T0))["run_time"] == []
+    await store.configure("flash", status="paused", session=600.0, now=T0)
+    # Redeployed with other values: the code's are what it says now.
+    stats = await store.stats(flash(rate=3, per=60.0, session=900.0), now=T0 + 1)
+    assert stats["run_time"] == ["session", "status"]
+    assert stats["code"] == {"session": 900_000, "status": "open"}
+    assert (stats["session"], stats["status"], stats["rate"]) == (600_000, "paused", 3)
+    assert stats["controlled"] == ""
+    # The console, which sends no values of its own, reads the code's as stored.
+    assert (await store.stats("flash", now=T0 + 2))["code"] == stats["code"]
+
+
+async def test_the_value_the_admission_controller_holds_is_not_the_operators(store: Store) -> None:
+    room = flash(rate=10, per=1.0, target=Health(p95_ms=300))
+    await store.stats(room, now=T0)
+    await store.configure(room, rate=4, now=T0)  # pinned: the operator's
+    pinned = await store.stats(room, now=T0)
+    assert (pinned["run_time"], pinned["controlled"]) == (["rate", "per"], "")
+    await store.configure(room, pinned=None, now=T0)  # `set --auto`: the controller's again
+    held = await store.stats(room, now=T0)
+    assert (held["run_time"], held["controlled"]) == (["per"], "rate")
+    assert held["code"]["rate"] == 10
+
+
+async def test_rate_and_per_are_kept_as_one_pair(store: Store) -> None:
+    await store.stats(flash(rate=2, per=1.0), now=T0)
+    written = await store.configure("flash", rate=5, now=T0)
+    assert written == {"rate": "5", "per": "1000"}  # the per in force, kept with it
+    # Redeployed with another pair: the operator's stays whole, not 5 a minute.
+    stats = await store.stats(flash(rate=3, per=60.0), now=T0 + 1)
+    assert (stats["rate"], stats["per"]) == (5, 1000)
+    assert stats["code"] == {"rate": 3, "per": 60_000}
+    assert await store.configure("flash", per=2.0, now=T0 + 2) == {"per": "2000", "rate": "5"}
+    # Resetting either resets both: the code's pair, whole.
+    assert await store.configure("flash", rate=None, now=T0 + 3) == {"rate": "", "per": ""}
+    stats = await store.stats("flash", now=T0 + 4)
+    assert (stats["rate"], stats["per"], stats["run_time"]) == (3, 60_000, [])
+    # One set, the other reset: the other at the code's value.
+    await store.configure("flash", per=5.0, now=T0 + 5)
+    assert await store.configure("flash", rate=7, per=None, now=T0 + 6) == {"rate": "7", "per": "60000"}
+    # Other settings are not paired.
+    assert await store.configure("flash", status="paused", now=T0 + 7) == {"status": "paused"}
+
+
+async def test_only_a_rate_given_pins_the_admission_controller(store: Store) -> None:
+    room = flash(rate=10, per=1.0, target=Health(p95_ms=300))
+    await store.stats(room, now=T0)
+    await store.configure(room, per=2.0, now=T0)  # the rate kept with it is still the controller's
+    stats = await store.stats(room, now=T0)
+    assert (stats["pinned"], stats["controlled"], stats["run_time"]) == (0, "rate", ["per"])
+
+
+async def test_a_gate_starting_logs_each_room_whose_settings_were_set_at_run_time(
+    make_gate: MakeGate, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a deploy with new values, the operator's from before still win:
+    said once per room at startup (the registration's own call, none more)."""
+    await store.stats(flash(rate=2, per=1.0))
+    await store.stats(Room("calm", paths=["/calm*"], rate=2))
+    await store.configure("flash", rate=5, status="paused")
+    rooms = [flash(rate=3, per=60.0), Room("calm", paths=["/calm*"], rate=2)]
+    gate = await make_gate(lifespan_app, rooms=rooms)
+    with caplog.at_level(logging.WARNING, logger="queuegate"):
+        async with running(gate):
+            pass
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [
+        "queuegate: room 'flash' runs with settings set at run time, over the code's: rate 5 (code: 3), "
+        "per 1 s (code: 60 s), status paused (code: open) (`queuegate set flash --reset all` goes back "
+        "to the code's)"
+    ]
