@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import hashlib
-import json
 import os
 import socket
 import time
@@ -29,10 +27,11 @@ from .farback import FarBack, View
 from .fronts import FRONT_PLACES, FrontCopies
 from .invalidations import Invalidations
 from .joins import Joins
+from .operations import Operations
 from .outcomes import Outcome, decode, decode_joins, text, waiting
 from .pipeline import pack
 from .readings import Readings
-from .settings import ConfigError, Room, check_room_setting
+from .settings import Room
 from .stats import decode_stats
 from .ticker import Tick, Ticker
 
@@ -68,19 +67,17 @@ def operator_name(source: str) -> str:
     return f"{source} ({user}@{socket.gethostname()})"
 
 
-class Store(Readings):
+class Store(Operations, Readings):
     """The rooms' state in one Redis (or cluster) under ``prefix``.
 
     Each operation is a call to a room script (see ``queuegate.calls``:
     one automatically pipelined connection per server), or reads of the
     copies Redis keeps coherent in this process.
 
-    Operators' changes (``configure``, ``drain``, and ``release`` or
-    ``leave`` with ``who=``) are logged in the room's activity log by the
-    call that makes them (activity.lua), under ``who`` or, by default,
-    ``actor``: the console, the back office and the app's own code alike.
-    Operators' reads that move nothing (the activity log, the seed, the
-    first visitors, analytics, room names) are ``queuegate.readings``'s.
+    Operators' changes (``configure``, ``drain``, ``forget``, ``release``
+    and ``leave``) are ``queuegate.operations``'s, and their reads that
+    move nothing (the activity log, the seed, the first visitors,
+    analytics, room names) ``queuegate.readings``'s.
     """
 
     def __init__(
@@ -347,59 +344,6 @@ class Store(Readings):
         numbers = [int(value) for value in reply[2:]]
         return int(reply[0]), text(reply[1]), list(zip(numbers[0::2], numbers[1::2], strict=True))
 
-    async def release(self, room: RoomRef, visitor: str, *, now: int | None = None, who: str = "") -> bool:
-        """The protected action is done: free the slot for the next in line.
-        ``who``: the operator who does it, for the activity log."""
-        return await self._remove(room, visitor, "released", now, who)
-
-    async def leave(self, room: RoomRef, visitor: str, *, now: int | None = None, who: str = "") -> bool:
-        """The visitor gives up their place (waiting or active); ``who``: the
-        operator who takes it away, for the activity log."""
-        return await self._remove(room, visitor, "left", now, who)
-
-    async def _remove(self, room: RoomRef, visitor: str, why: str, now: int | None, who: str) -> bool:
-        name = room if isinstance(room, str) else room.name
-        self.admissions.forget(name, visitor)
-        unknown = None
-        try:
-            return bool(await self._call("remove", room, now, visitor, why, who))
-        except UnknownRoom as exc:
-            unknown = exc  # handled below: no await inside a handler (tests/test_compiled.py)
-        finally:
-            # This process's next polls see the line it changed (the others
-            # drop theirs when they hear of it).
-            self.fronts.forget(name)
-        # Named only (the console, the back office): a typo, or a room whose
-        # data Redis lost, where copies of the visitor's admission would live
-        # until the room's next tick. Revoked either way (revoke.lua), and
-        # the caller still told of the unknown room.
-        await self._call("revoke", name, now, visitor)
-        said = f"{unknown} (or its data was lost); any copy of the admission of {visitor!r} revoked"
-        raise UnknownRoom(said) from None
-
-    async def drain(self, room: RoomRef, *, now: int | None = None, who: str | None = None) -> int:
-        """Empty the line; active sessions run on. Returns how many lost their
-        place. Logged under ``who`` (by default, ``actor``)."""
-        name = room if isinstance(room, str) else room.name
-        self.far_back.forget(name)
-        try:
-            return int(await self._call("drain", room, now, who or self.actor))
-        finally:
-            self.fronts.forget(name)
-
-    async def forget(self, room: RoomRef, *, now: int | None = None) -> tuple[int, int, int]:
-        """Delete the room and everything Redis holds of it, unless anybody
-        is in it (see forget.lua). Returns (0, 0, 0) when it is gone, else
-        nothing was deleted: how many wait, how many have a session, and
-        when the last session ends (ms)."""
-        name = room if isinstance(room, str) else room.name
-        self.far_back.forget(name)
-        try:
-            waiting, active, ends = await self._call("forget", room, now)
-        finally:
-            self.fronts.forget(name)
-        return int(waiting), int(active), int(ends)
-
     async def report(
         self,
         room: RoomRef,
@@ -438,50 +382,6 @@ class Store(Readings):
         name = room if isinstance(room, str) else room.name
         reply = await self._call("stats", room, now, extra_keys=(self._base(name) + "health",))
         return decode_stats(reply)
-
-    async def configure(
-        self, room: RoomRef, *, now: int | None = None, who: str | None = None, **changes: Any
-    ) -> dict[str, str]:
-        """Change run-time settings (seconds for durations); ``None`` resets one
-        to the room's default from code. ``seed=...`` sets the lottery's secret.
-        Everything is checked before anything is written: a health target
-        for a room without one in code is refused (ConfigError), as nothing
-        would measure it. ``rate`` and ``per`` are kept as one pair (see
-        configure.lua). Logged under ``who`` (by default, ``actor``).
-        Returns the fields written as Redis keeps them (ms for durations;
-        "": back to the code's), the pair's other half included."""
-        pairs: list[str] = []
-        for name, value in changes.items():
-            if name == "pinned":
-                # Setting the rate or capacity pins them (configure.lua);
-                # this only returns them to the controller.
-                if value:
-                    raise ConfigError("pinned: set the rate or capacity to pin it; pinned=None unpins")
-                pairs += ["pinned", ""]
-            elif name == "seed":
-                if not isinstance(value, str) or len(value) < 8:
-                    raise ConfigError("seed must be a string of at least 8 characters")
-                pairs += ["seed", value, "seed_sha256", hashlib.sha256(value.encode()).hexdigest()]
-            else:
-                pairs += [name, "" if value is None else check_room_setting(name, value)]
-        if pairs:
-            name = room if isinstance(room, str) else room.name
-            self.far_back.forget(name)
-            shown = {key: "(secret)" if key == "seed" else value for key, value in changes.items()}
-            details = json.dumps(shown, default=str)
-            try:
-                reply = await self._call("configure", room, now, who or self.actor, details, *pairs)
-            finally:
-                self.fronts.forget(name)
-            return {text(field): text(value) for field, value in zip(reply[::2], reply[1::2], strict=True)}
-        return {}
-
-    async def note(
-        self, room: RoomRef, action: str, details: dict[str, Any], *, who: str | None = None
-    ) -> None:
-        """Log in the room's activity log what an operator did that changes
-        nothing in the line (revealing the seed, say)."""
-        await self._call("note", room, None, who or self.actor, action, json.dumps(details, default=str))
 
     async def warm(self) -> None:
         """Connect and load the scripts ahead of the first request (see
