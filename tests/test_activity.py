@@ -40,7 +40,7 @@ async def test_console_changes_reach_the_back_office_s_activity(store: Store, re
     assert console(redis_url, "remove", "fixed", "v1").returncode == 0
     assert console(redis_url, "release", "fixed", "v0").returncode == 0
     assert console(redis_url, "drain", "fixed", "--yes").returncode == 0
-    assert console(redis_url, "seed", "fixed").returncode == 0
+    assert console(redis_url, "seed", "fixed", "--yes").returncode == 0
     async with signed_in(mounted(store, secret=SECRET)) as office:
         log = (await office.get("/ops/api/activity")).json()["activity"]
         room_log = (await office.get("/ops/api/rooms/fixed")).json()["activity"]
