@@ -39,7 +39,11 @@ def _serve_admin(args: argparse.Namespace, url: str) -> int:
     try:
         import uvicorn
     except ImportError:
-        raise CommandError('serve-admin needs uvicorn: pip install "queuegate[admin]"', 2) from None
+        raise CommandError(
+            "serve-admin needs uvicorn: install queuegate's admin extra into this environment"
+            ' (from a clone: pip install -e "PATH/TO/queuegate[admin]")',
+            2,
+        ) from None
     from .. import admin
 
     office = admin.app(
