@@ -6,7 +6,8 @@ from . import gate as _gate
 from .decisions import Admission, admission
 from .gate import QueueGate
 from .integrations.starlette import gated
-from .settings import ConfigError, Health, Room, Settings
+from .options import Settings
+from .settings import ConfigError, Health, Room
 from .store import Outcome, Store, StoreError
 
 __all__ = [

@@ -10,8 +10,9 @@ from starlette.types import Scope
 
 from .challenges import Challenges
 from .i18n import DEFAULT, MAX_ACCEPT_LANGUAGE, Language, language_for, negotiate
+from .options import Settings
 from .pages import Headers, Page, Pages
-from .settings import Room, Settings
+from .settings import Room
 from .store import Outcome
 from .visitors import Visitors
 

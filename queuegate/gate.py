@@ -25,10 +25,11 @@ from .clients import ClientAddresses
 from .decisions import Admission, Decisions, admission
 from .endpoints import Endpoints
 from .health import HealthReports
+from .options import Settings
 from .pages import Headers, Page, Pages, send_page
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
-from .settings import ConfigError, Room, Settings
+from .settings import ConfigError, Room
 from .startup import warming
 from .store import FAR_FROM, Client, Store, connect
 from .tokens import Tokens

@@ -330,7 +330,7 @@ async def test_the_gate_copies_unless_told_not_to(make_gate: MakeGate) -> None:
 
 def test_the_setting_is_read_and_checked() -> None:
     from queuegate import ConfigError
-    from queuegate.settings import Settings
+    from queuegate.options import Settings
 
     assert not Settings.load({"QUEUEGATE_LOCAL_ADMISSIONS": "off"}, secret_key=SECRET).local_admissions
     assert Settings.load({}, secret_key=SECRET).local_admissions

@@ -355,7 +355,7 @@ async def test_the_gate_answers_far_back_unless_told_not_to(make_gate: MakeGate)
 
 def test_the_setting_is_read_and_checked() -> None:
     from queuegate import ConfigError
-    from queuegate.settings import Settings
+    from queuegate.options import Settings
 
     secret = "x" * 32
     assert not Settings.load({"QUEUEGATE_FAR_BACK": "off"}, secret_key=secret).far_back
