@@ -130,9 +130,6 @@ class Store(Operations, Readings):
         self.admissions.revoke(room, visitor, at_ms)
         if visitor == "*":  # new settings: the room may move at other moments now
             self.ticker.poke(room)
-            # Or it is gone (forgotten, its data lost), and the next call
-            # makes it anew: with a lottery seed, not the empty one.
-            self.calls.offer_seed(room)
 
     def keys(self, room: str) -> tuple[str, ...]:
         """The room's keys: seq, waiting, seen, active, state (made once per room)."""
