@@ -275,21 +275,22 @@ local function advance()
   local state = redis.call('HMGET', KEYS[5], 'tokens', 'refill_at', 'win_start', 'win_count',
     'win_prev', 'end_count', 'end_prev', 'seed', 'draws', 'shuffled', 'an_start', 'an_cp_at',
     'quick_until', 'inc')
+  if not state[8] and ARGV[3] == '' and (method == 'random' or opens_at > 0) then
+    -- A room that draws (a lottery, a pre-queue's shuffle) needs its secret
+    -- seed, and this one has none: it was made anew (forgotten, its data
+    -- lost) after the caller saw it stored, so the caller offered none. Its
+    -- draws must not come from the empty seed, which anyone can compute:
+    -- the caller asks again with an offer (queuegate.calls). Before anything
+    -- advance() writes (the scripts' own writes before it are their call's
+    -- to make again).
+    error(redis.error_reply('NO_SEED this room has no lottery seed: call again with one'))
+  end
   analytics_load(state[11], state[12])
   tokens, refill_at = tonumber(state[1]), tonumber(state[2])
   win_start = tonumber(state[3]) or now
   win_count, win_prev = tonumber(state[4]) or 0, tonumber(state[5]) or 0
   end_count, end_prev = tonumber(state[6]) or 0, tonumber(state[7]) or 0
   seed, draws, shuffled = state[8], tonumber(state[9]) or 0, tonumber(state[10])
-  if not seed and ARGV[3] == '' and (method == 'random' or opens_at > 0) then
-    -- A room that draws (a lottery, a pre-queue's shuffle) needs its secret
-    -- seed, and this one has none: it was made anew (forgotten, its data
-    -- lost) after the caller saw it stored, so the caller offered none. Its
-    -- draws must not come from the empty seed, which anyone can compute:
-    -- the caller asks again with an offer (queuegate.calls). Nothing is
-    -- written before this in advance().
-    error(redis.error_reply('NO_SEED this room has no lottery seed: call again with one'))
-  end
   quick_until = tonumber(state[13])
   incarnation = state[14]
   if not incarnation then
