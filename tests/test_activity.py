@@ -47,7 +47,7 @@ async def test_console_changes_reach_the_back_office_s_activity(store: Store, re
     assert [entry["action"] for entry in log] == ["reveal seed", "drain", "release", "remove", "settings"]
     assert room_log == log
     assert all(entry["who"].startswith("console (") and entry["room"] == "fixed" for entry in log)
-    assert log[-1]["details"] == {"rate": 3, "status": "paused"}
+    assert log[-1]["details"] == {"rate": 3, "status": "paused", "per": 60}  # per: the pair's other half, kept
     assert log[1]["details"] == {"removed": 2}
     assert log[2]["details"] == {"visitor": "v0", "held_a_place": True}
     assert log[3]["details"] == {"visitor": "v1", "held_a_place": True}
@@ -62,7 +62,7 @@ async def test_the_app_s_own_changes_are_logged_and_visitors_own_are_not(store: 
     await store.configure(FIXED, capacity=4)
     await store.configure("fixed", rate=2, who="release script")
     (by_name, by_code) = await store.activity("fixed")
-    assert (by_name["who"], by_name["details"]) == ("release script", {"rate": 2})
+    assert (by_name["who"], by_name["details"]) == ("release script", {"rate": 2, "per": 60})
     assert by_code["who"] == store.actor
     assert by_code["who"].startswith("code, pid ")
     assert by_code["details"] == {"capacity": 4}
@@ -74,7 +74,7 @@ async def test_the_log_is_capped_and_forgotten_with_its_room(store: Store, redis
         await store.configure(FIXED, rate=rate)
     log = await store.activity("fixed", ACTIVITY_KEEP + 10)
     assert len(log) == ACTIVITY_KEEP
-    assert log[0]["details"] == {"rate": ACTIVITY_KEEP + 4}
+    assert log[0]["details"] == {"rate": ACTIVITY_KEEP + 4, "per": 60}  # per: kept with it
     await store.configure(Room("brief", paths=["/b"], rate=1, forget=60.0), rate=2)
     with redis.Redis.from_url(redis_url) as client:
         assert 0 < client.pttl("qg:{brief}:activity") <= 60_000

@@ -267,7 +267,7 @@ def test_a_room_named_dash_is_named_in_the_activity_list(redis_url: str, browser
     entries = page.locator("#activity li").all_text_contents()
     assert [entry.split(" · ", 1)[1] for entry in entries] == [
         "bob · virtual visitors: visitors 3",
-        "ada · - · settings: rate 3",
+        "ada · - · settings: rate 3, per 60",
     ]
 
 

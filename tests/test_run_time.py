@@ -75,6 +75,42 @@ async def test_only_a_rate_given_pins_the_admission_controller(store: Store) -> 
     assert (stats["pinned"], stats["controlled"], stats["run_time"]) == (0, "rate", ["per"])
 
 
+async def test_a_rate_given_beside_an_unpin_stays_pinned(store: Store) -> None:
+    """`set --rate 5 --reset all` sends the rate and an unpin together: the
+    unpin, applied after the rate, handed the operator's 5 to the
+    controller at once."""
+    room = flash(rate=10, per=1.0, target=Health(p95_ms=300))
+    await store.stats(room, now=T0)
+    written = await store.configure(room, rate=5, pinned=None, now=T0)
+    assert "pinned" not in written
+    stats = await store.stats(room, now=T0)
+    assert (stats["rate"], stats["pinned"], stats["controlled"]) == (5, 1, "")
+
+
+async def test_per_alone_leaves_the_rate_the_controller_holds(store: Store) -> None:
+    """The controller's rate is not the operator's half of a pair: resetting
+    `per` reset it too, and a room the controller had cut to 4 jumped back
+    to the code's 10."""
+    room = flash(rate=10, per=1.0, target=Health(p95_ms=300))
+    await store.stats(room, now=T0)
+    await store.configure(room, rate=4, now=T0)
+    await store.configure(room, pinned=None, now=T0)  # 4, the controller's now
+    assert await store.configure(room, per=None, now=T0 + 1) == {"per": ""}
+    stats = await store.stats(room, now=T0 + 1)
+    assert (stats["rate"], stats["per"], stats["controlled"]) == (4, 1000, "rate")
+    assert await store.configure(room, per=2.0, now=T0 + 2) == {"per": "2000"}
+    assert (await store.stats(room, now=T0 + 2))["rate"] == 4
+
+
+async def test_the_log_says_the_pairs_other_half_that_went_with_a_change(store: Store) -> None:
+    await store.stats(flash(rate=2, per=1.0), now=T0)
+    await store.configure("flash", rate=5, who="ada", now=T0)
+    await store.configure("flash", per=None, who="ada", now=T0 + 1)
+    reset, set_ = (entry["details"] for entry in await store.activity("flash", 2))
+    assert set_ == {"rate": 5, "per": 1}
+    assert reset == {"per": None, "rate": None}
+
+
 async def test_a_gate_starting_logs_each_room_whose_settings_were_set_at_run_time(
     make_gate: MakeGate, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -23,10 +23,14 @@
 -- together or not at all, so that a deploy with another `per` never makes
 -- a pair neither the code nor the operator chose: setting one keeps the
 -- other at its value in force, resetting one resets both, and one set with
--- the other reset keeps the other at the code's value.
+-- the other reset keeps the other at the code's value. But a rate the
+-- controller holds is not the operator's half: `per` set or reset alone
+-- leaves it where the controller put it. A rate or capacity given in the
+-- same call as an unpin (`--reset all`) stays pinned.
 --
 -- Returns the fields written, as field, value pairs in the order given
--- (the pair's other half after them); a value of "" was removed.
+-- (the pair's other half after them); a value of "" was removed. The
+-- activity log has the change as given and that other half.
 
 for i = 6, #ARGV, 2 do
   if ARGV[i] == 'target_ms' and (tonumber(ARGV[i + 1]) or 0) > 0 and (tonumber(default[14]) or 0) == 0 then
@@ -48,8 +52,18 @@ for i = 6, #ARGV, 2 do
   if given[ARGV[i]] == nil then order[#order + 1] = ARGV[i] end
   given[ARGV[i]] = ARGV[i + 1]
 end
+-- A rate or capacity given pins it; a `pinned` of "" in the same call
+-- (`--reset all` beside `--rate`) does not undo that.
+local pins = (given.rate or '') ~= '' or (given.capacity or '') ~= ''
+if pins and given.pinned == '' then given.pinned = nil end
+-- The rate the controller holds (a health target, not pinned) is its, not
+-- the operator's: `per` set or reset alone leaves it where the controller
+-- put it (resetting both threw it away for the code's, ten times it).
+local held = target_ms > 0 and rate > 0 and not redis.call('HGET', KEYS[5], 'pinned')
 local pair_rate, pair_per = given.rate, given.per
-if pair_rate ~= nil or pair_per ~= nil then
+if held and pair_rate == nil then
+  -- Only `per` is given: it alone changes.
+elseif pair_rate ~= nil or pair_per ~= nil then
   if (pair_rate or '') == '' and (pair_per or '') == '' then
     pair_rate, pair_per = '', ''
   else
@@ -64,22 +78,34 @@ end
 local written = {}
 for _, field in ipairs(order) do
   local value = given[field]
-  if field == 'rate' then value = pair_rate elseif field == 'per' then value = pair_per end
+  if field == 'rate' and pair_rate ~= nil then value = pair_rate
+  elseif field == 'per' and pair_per ~= nil then value = pair_per end
   if value == '' then
     redis.call('HDEL', KEYS[5], field)
-  else
+  elseif value ~= nil then
     redis.call('HSET', KEYS[5], field, value)
     -- (Only a rate or capacity the caller gave pins it, not the pair's other half.)
     if (given[field] or '') ~= '' and (field == 'rate' or field == 'capacity') and target_ms > 0 then
       redis.call('HSET', KEYS[5], 'pinned', 1)
     end
   end
-  written[#written + 1] = field
-  written[#written + 1] = value
+  if value ~= nil then
+    written[#written + 1] = field
+    written[#written + 1] = value
+  end
 end
 -- The room under its new settings, now.
 read_settings(redis.call('HMGET', KEYS[5], unpack(SETTINGS)))
 advance()
 save_state()
-note_activity(ARGV[4], 'settings', ARGV[5])
+-- The log says the change as given, and the pair's other half that went
+-- with it (a reset of `per` reset the rate too, and said only `per`).
+local details = ARGV[5]
+if (given.rate == nil and pair_rate ~= nil) or (given.per == nil and pair_per ~= nil) then
+  local shown = cjson.decode(ARGV[5])
+  if given.rate == nil then shown.rate = pair_rate == '' and cjson.null or tonumber(pair_rate) end
+  if given.per == nil then shown.per = pair_per == '' and cjson.null or tonumber(pair_per) / 1000 end
+  details = cjson.encode(shown)
+end
+note_activity(ARGV[4], 'settings', details)
 return written

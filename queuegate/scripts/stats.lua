@@ -53,10 +53,11 @@ local pinned = redis.call('HGET', KEYS[5], 'pinned')
 -- one): it wins over the code's (read_settings).
 local held = ''
 if target_ms > 0 and not pinned then held = rate > 0 and 'rate' or 'capacity' end
-local run_time, controlled, code = {}, '', {}
+-- (The one the controller holds is its from the start, written or not yet.)
+local run_time, controlled, code = {}, held, {}
 for i, name in ipairs(SETTINGS) do
   if conf[i + 1] then
-    if name == held then controlled = name else run_time[#run_time + 1] = name end
+    if name ~= held then run_time[#run_time + 1] = name end
     if default[i] and default[i] ~= '' then
       code[#code + 1] = 'code_' .. name
       code[#code + 1] = default[i]
