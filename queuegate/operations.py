@@ -3,7 +3,8 @@ the line drained, the room forgotten, its run-time settings, and notes in
 its activity log. Each is a room script's call, logged in the room's
 activity log by the call that makes it (activity.lua), under ``who`` or,
 by default, ``actor``: the console, the back office and the app's own
-code alike. ``Store`` has them (``store.configure(...)``), beside the
+code alike; a forget, whose room's log goes with the room, in the log
+aside (``note_aside``). ``Store`` has them (``store.configure(...)``), beside the
 calls a request makes and the reads of ``queuegate.readings``."""
 
 from __future__ import annotations
@@ -18,16 +19,24 @@ from .calls import RoomRef, UnknownRoom
 from .farback import FarBack
 from .fronts import FrontCopies
 from .outcomes import text
+from .readings import ACTIVITY_KEEP, Readings
 from .settings import ConfigError, check_room_setting
 
-__all__ = ["Operations"]
+__all__ = ["Operations", "aside_log"]
 
 
-class Operations:
+def aside_log(prefix: str) -> str:
+    """The key of the log of what concerns no one room (``note_aside``)."""
+    return f"{prefix}:admin:activity"
+
+
+class Operations(Readings):
     """The changes, for ``Store``: its script calls and the copies each
     change makes stale in this process."""
 
     actor: str
+    redis_now_ms: Callable[[], int]
+    stats: Callable[..., Awaitable[dict[str, Any]]]
     admissions: LocalAdmissions
     fronts: FrontCopies
     far_back: FarBack
@@ -73,18 +82,37 @@ class Operations:
         finally:
             self.fronts.forget(name)
 
-    async def forget(self, room: RoomRef, *, now: int | None = None) -> tuple[int, int, int]:
+    async def forget(
+        self, room: RoomRef, *, now: int | None = None, who: str | None = None
+    ) -> tuple[int, int, int]:
         """Delete the room and everything Redis holds of it, unless anybody
         is in it (see forget.lua). Returns (0, 0, 0) when it is gone, else
         nothing was deleted: how many wait, how many have a session, and
-        when the last session ends (ms)."""
+        when the last session ends (ms). The room's own log goes with it,
+        so a forget is logged aside (``note_aside``), under ``who`` (by
+        default, ``actor``), with the settings it had set at run time."""
         name = room if isinstance(room, str) else room.name
+        stats = await self.stats(room, now=now)
         self.far_back.forget(name)
         try:
             waiting, active, ends = await self._call("forget", room, now)
         finally:
             self.fronts.forget(name)
+        if not (waiting or active):
+            lost = {setting: stats[setting] for setting in stats["run_time"]}
+            await self.note_aside(who or self.actor, "forget", {"room": name, "set at run time": lost})
         return int(waiting), int(active), int(ends)
+
+    async def note_aside(self, who: str, action: str, details: dict[str, Any]) -> dict[str, Any]:
+        """Log what concerns no one room (a run of virtual visitors), or a
+        room no longer there (forgotten), in ``<prefix>:admin:activity``;
+        the back office shows it beside the rooms' own logs. Its ``room``
+        is ``None`` (any string is, or may be, a room's name)."""
+        entry = {"at": self.redis_now_ms(), "who": who, "room": None, "action": action, "details": details}
+        key = aside_log(self.prefix)
+        await self.guard(self.client.lpush(key, json.dumps(entry, default=str)))
+        await self.guard(self.client.ltrim(key, 0, ACTIVITY_KEEP - 1))
+        return entry
 
     async def configure(
         self, room: RoomRef, *, now: int | None = None, who: str | None = None, **changes: Any

@@ -30,7 +30,6 @@ from .joins import Joins
 from .operations import Operations
 from .outcomes import Outcome, decode, decode_joins, text, waiting
 from .pipeline import pack
-from .readings import Readings
 from .settings import Room
 from .stats import decode_stats
 from .ticker import Tick, Ticker
@@ -67,7 +66,7 @@ def operator_name(source: str) -> str:
     return f"{source} ({user}@{socket.gethostname()})"
 
 
-class Store(Operations, Readings):
+class Store(Operations):
     """The rooms' state in one Redis (or cluster) under ``prefix``.
 
     Each operation is a call to a room script (see ``queuegate.calls``:

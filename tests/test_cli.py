@@ -267,6 +267,11 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
     unconfirmed = cli("forget", "renamed", url=busy_room)
     assert (unconfirmed.returncode, unconfirmed.stdout) == (2, "")
     assert "would be deleted; add --yes to confirm" in unconfirmed.stderr
+    # A setting an operator made at run time, which the code will not give
+    # back, is named before anything goes.
+    await store.configure("renamed", status="paused")
+    unconfirmed = cli("forget", "renamed", url=busy_room)
+    assert "would be deleted; set at run time, and lost: status paused; add --yes" in unconfirmed.stderr
     in_use = cli("forget", "sale", "--yes", url=busy_room)
     assert (in_use.returncode, in_use.stdout) == (1, "")
     assert re.fullmatch(
@@ -281,6 +286,12 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
     assert done.stdout.startswith("renamed: forgotten. An app that still has this room in its code makes it")
     assert [row["room"] for row in json.loads(cli("list", "--json", url=busy_room).stdout)] == ["sale"]
     assert "no room named 'renamed'" in cli("forget", "renamed", "--yes", url=busy_room).stderr
+    # Its own log went with it: the forget is logged aside, with what it lost.
+    aside = [json.loads(item) for item in await store.client.lrange("qg:admin:activity", 0, -1)]
+    assert [(e["action"], e["details"]) for e in aside] == [
+        ("forget", {"room": "renamed", "set at run time": {"status": "paused"}})
+    ]
+    assert aside[0]["who"].startswith("console (")
 
 
 @pytest.mark.parametrize(

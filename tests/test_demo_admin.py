@@ -54,7 +54,7 @@ async def test_back_office_needs_its_token_and_changes_rooms(redis_url: str) -> 
         assert (entry["who"], entry["room"], entry["details"]) == (
             "demo operator",
             "checkout",
-            {"rate": 7, "status": "paused"},
+            {"rate": 7, "status": "paused", "per": 10},  # per: kept with the rate
         )
         bad = await admin.post("/admin/api/rooms/checkout", json={"rate": -1})
         assert bad.status_code == 400

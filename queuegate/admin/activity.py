@@ -12,31 +12,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..operations import aside_log
 from ..readings import ACTIVITY_KEEP
 from ..store import Store
 
 KEEP = ACTIVITY_KEEP
 
 
-def _key(store: Store) -> str:
-    return f"{store.prefix}:admin:activity"
-
-
 async def record(store: Store, who: str, action: str, details: dict[str, Any]) -> dict[str, Any]:
-    """Log what concerns no one room: its ``room`` is ``None`` (any string
-    is, or may be, a room's name: "-" is one)."""
-    entry = {"at": store.redis_now_ms(), "who": who, "room": None, "action": action, "details": details}
-    key = _key(store)
-    await store.guard(store.client.lpush(key, json.dumps(entry)))
-    await store.guard(store.client.ltrim(key, 0, KEEP - 1))
-    return entry
+    """Log what concerns no one room (``Store.note_aside``)."""
+    return await store.note_aside(who, action, details)
 
 
 async def latest(store: Store, count: int = 50, room: str | None = None) -> list[dict[str, Any]]:
     """The newest ``count`` entries (of one room, if given), newest first."""
     if room is not None:
         return await store.activity(room, count)
-    raw = await store.guard(store.client.lrange(_key(store), 0, count - 1))
+    raw = await store.guard(store.client.lrange(aside_log(store.prefix), 0, count - 1))
     # Every entry of this list concerns no one room (older ones said so
     # with "-", which is also a room's name).
     entries = [{**json.loads(item), "room": None} for item in raw]

@@ -103,9 +103,14 @@ async def _seed(ask: Bounded, args: argparse.Namespace) -> Output:
 async def _forget(ask: Bounded, args: argparse.Namespace) -> Output:
     room = args.room
     if not args.yes:
+        # What a forget would lose that the code will not give back.
+        stats = await ask(ask.store.stats(room))
+        lost = ", ".join(f"{name} {readable(name, stats[name])}" for name in stats["run_time"])
         raise CommandError(
             f"forget: room {room!r} and all Redis holds of it (its counters, settings set at run time, seed, "
-            "analytics and activity log) would be deleted; add --yes to confirm",
+            "analytics and activity log) would be deleted"
+            + (f"; set at run time, and lost: {lost}" if lost else "")
+            + "; add --yes to confirm",
             2,
         )
     waiting, active, ends = await ask(ask.store.forget(room))
