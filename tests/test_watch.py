@@ -91,6 +91,30 @@ async def test_watch_with_json_prints_a_document_a_line(redis_url: str, store: S
     assert (status, stderr) == (0, "")
 
 
+async def test_list_watch_scans_for_rooms_once_not_every_round(redis_url: str, store: Store) -> None:
+    """Finding the rooms scans the whole keyspace (a key or two a visitor):
+    every round of a watch did it, on the Redis that holds the line. A room
+    made meanwhile shows at the next scan; one gone is found gone at once."""
+    await store.stats(SALE)
+    async def scanned() -> int:
+        stats = await store.client.info("commandstats")
+        return int(stats.get("cmdstat_scan", {}).get("calls", 0))
+
+    before = await scanned()
+    process = watching("list", "--json", "--watch", "0.5", url=redis_url)
+    try:
+        for _ in range(5):
+            read_until(process, "sale")
+        during = await scanned() - before
+        await store.forget("sale")
+        gone = read_until(process, r"^\[\]$")
+    finally:
+        status, stderr = interrupt(process)
+    assert during == 1, during
+    assert json.loads(gone) == []
+    assert (status, stderr) == (0, "")
+
+
 async def test_when_redis_goes_away_the_watch_says_so_and_keeps_trying(own_server: EmbeddedServer) -> None:
     room = Room("drop", paths=["/drop*"], rate=1)
     store = Store(connect(own_server.url, 2.0))

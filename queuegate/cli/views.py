@@ -5,6 +5,7 @@ waits, who is first), as tables or as JSON."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -34,10 +35,14 @@ def _readable(stats: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _list(ask: Bounded, args: argparse.Namespace) -> Output:
+async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None = None) -> Output:
+    """The rooms' table; ``names``: the rooms, when the caller knows them
+    (``--watch``: finding them scans the whole keyspace)."""
     store = ask.store
-    names = await ask(store.room_names())
-    stats = [await ask(store.stats(name)) for name in names]
+    if names is None:
+        names = await ask(store.room_names())
+    # (Sent together: one round trip on a pipelined connection.)
+    stats = await asyncio.gather(*(ask(store.stats(name)) for name in names))
     if args.json:
         return json.dumps([{"room": name, **_readable(row)} for name, row in zip(names, stats, strict=True)])
     if not names:

@@ -5,7 +5,11 @@ is a new block (JSON: a line each), so a log or ``grep`` keeps them all.
 The first view fails as any command does (one line, status 1: a wrong URL
 or room name is said at once). After it, a failing call is shown in place
 of the view and asked again at the next round: an operator watching a
-launch wants the numbers back when Redis is, not a console to restart."""
+launch wants the numbers back when Redis is, not a console to restart.
+
+``list --watch`` finds the rooms (a scan of the whole keyspace, which holds
+a key or two per visitor) once every ``NAMES_EVERY`` seconds, not every
+round, and at once when one of them is gone."""
 
 from __future__ import annotations
 
@@ -22,8 +26,11 @@ from ..console import clock, duration, make_console, show
 from ..store import StoreError, UnknownRoom, redacted
 from .commands import COMMANDS
 from .session import Bounded, Output, opened
+from .views import _list
 
 __all__ = ["watch"]
+
+NAMES_EVERY = 30.0  # seconds between two scans for the rooms' names under --watch
 
 
 def watch(args: argparse.Namespace, url: str) -> int:
@@ -38,7 +45,32 @@ def watch(args: argparse.Namespace, url: str) -> int:
     return 0
 
 
+class _Names:
+    """The rooms' names for ``list --watch``: scanned again after
+    ``NAMES_EVERY`` seconds, or when a room listed is gone."""
+
+    def __init__(self) -> None:
+        self.names: list[str] | None = None
+        self.at = 0.0
+
+    async def view(self, ask: Bounded, args: argparse.Namespace) -> Output:
+        if self.names is None or time.monotonic() - self.at >= NAMES_EVERY:
+            self.names, self.at = await ask(ask.store.room_names()), time.monotonic()
+        try:
+            return await _list(ask, args, self.names)
+        except UnknownRoom:
+            self.names = None  # one of them is gone: found again, once
+        return await _list(ask, args)
+
+
 async def _rounds(args: argparse.Namespace, url: str, console: Console) -> None:
+    names = _Names()
+
+    async def _view(ask: Bounded, args: argparse.Namespace) -> Output:
+        if args.command == "list":
+            return await names.view(ask, args)
+        return await COMMANDS[args.command](ask, args)
+
     async with opened(args, url) as ask:
         started = time.monotonic()
         output = await _view(ask, args)  # a first failure is the command's
@@ -60,10 +92,6 @@ async def _rounds(args: argparse.Namespace, url: str, console: Console) -> None:
 
 def _now() -> str:
     return clock(round(time.time() * 1000))
-
-
-async def _view(ask: Bounded, args: argparse.Namespace) -> Output:
-    return await COMMANDS[args.command](ask, args)
 
 
 def _draw(console: Console, args: argparse.Namespace, output: Output, trouble: str) -> None:
