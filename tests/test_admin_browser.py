@@ -187,6 +187,23 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         in_redis(redis_url, lambda store: store.configure("sale", method="fifo"))
         page.wait_for_selector("#seed", state="hidden", timeout=10_000)
 
+        # A lottery that drew, switched back: its seed is still to publish.
+        async def draw(store: Store) -> dict[str, Any]:
+            lotto = Room("lotto", paths=["/lotto"], rate=1, per=1.0, method="random")
+            for i in range(3):
+                await store.enter(lotto, f"drawn-{i}")
+            await asyncio.sleep(1.2)  # a refill: the next drawn from the line
+            await store.stats(lotto)
+            await store.configure("lotto", method="fifo")
+            return await store.stats("lotto")
+
+        assert in_redis(redis_url, draw)["draws"] > 0
+        page.locator("tr[data-room=lotto] button", has_text="lotto").click()
+        page.wait_for_selector("#detail-title:has-text('lotto')")
+        page.wait_for_selector("#seed:visible", timeout=10_000)
+        page.locator("tr[data-room=sale] button", has_text="sale").click()
+        page.wait_for_selector("#seed", state="hidden", timeout=10_000)
+
         # A room with a health target: its p95, target and rate, charted live.
         page.locator("tr[data-room=adaptive] button", has_text="adaptive").click()
         page.wait_for_selector("#health-figure:not([hidden])")

@@ -38,6 +38,9 @@ local out = {
   'rate', rate, 'per', per, 'capacity', capacity, 'session', session,
   'sliding', sliding and 1 or 0, 'abandon', abandon, 'max_step', max_step,
   'status', status, 'method', method, 'opens_at', opens_at, 'challenge', challenge,
+  -- (Draws made so far, and whether a pre-queue was shuffled: a room that
+  -- drew has a seed to publish, whatever its method is now.)
+  'draws', draws, 'shuffled', shuffled and 1 or 0,
   'client_limit', client_limit, 'forget', forget,
   'prequeue', prequeue and 1 or 0,
 }

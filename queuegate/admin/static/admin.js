@@ -339,10 +339,11 @@
     });
   }
   // The seed matters only to a room that draws: a lottery, or a scheduled
-  // opening whose early comers are shuffled.
+  // opening whose early comers are shuffled; or one that drew (a lottery
+  // switched back to first come, first served, whose seed is to publish).
   function drawsShown(stats) {
     var seed = document.getElementById("seed");
-    seed.hidden = !(stats.method === "random" || stats.opens_at > 0);
+    seed.hidden = !(stats.method === "random" || stats.opens_at > 0 || stats.draws > 0 || stats.shuffled > 0);
     seed.textContent = stats.method === "random" ? "Reveal the lottery's seed…" : "Reveal the opening draw's seed…";
   }
   function loadDetail() {
