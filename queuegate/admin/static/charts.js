@@ -1,0 +1,73 @@
+// The back office's charts (uPlot): as wide as their card, times as the
+// clock shows them, a legend with the newest values. admin.js says what to
+// draw: window.queuegateChart(id, series, data, rightScale, owner) draws
+// into the element `id`, again in place while its width, series and owner
+// (the room shown) are the same.
+(function () {
+  "use strict";
+  var charts = {};
+
+  function chart(id, series, data, scales, owner) {
+    var node = document.getElementById(id);
+    // As wide as its card, never wider (a phone's card is under 300 px).
+    var width = Math.max(160, node.clientWidth || 320);
+    var existing = charts[id];
+    if (existing && existing.width === width && existing.series.length === series.length + 1 && existing.owner === owner) {
+      existing.setData(data);
+    } else {
+      if (existing) existing.destroy();
+      while (node.firstChild) node.removeChild(node.firstChild);
+      var names = { s: "seconds", ms: "ms", people: "people", per: id === "health-chart" ? "admission" : "per minute" };
+      // Times as the clock shows them, with room for each label (uPlot's
+      // default puts a date under some and lets them run into each other).
+      var axes = [{ space: 90, values: clockLabels }, { scale: series[0].scale, label: names[series[0].scale] }];
+      if (scales) axes.push({ side: 1, scale: scales, label: names[scales], grid: { show: false } });
+      // Without an axis on the right, room there for half a time label: a
+      // label at the right edge was cut ("04:38:00 A").
+      var padding = [null, scales ? null : Math.ceil(labelWidth() / 2) + 4, null, null];
+      series = series.map(function (s) { return Object.assign({ value: legendValue(UNITS[s.scale] || "") }, s); });
+      var x = { label: "time", value: legendValue(null) };
+      existing = charts[id] = new uPlot({ width: width, height: 220, series: [x].concat(series), axes: axes,
+        padding: padding, scales: { x: { time: true } }, legend: { live: true } }, data, node);
+      existing.owner = owner;
+      node.uplot = existing; // for the layout test's look at the axes
+    }
+    // At least SPAN seconds on the x axis, so that a first point or two do
+    // not stretch it over years.
+    var t = data[0], span = id === "live-chart" || id === "health-chart" ? 20 : 600;
+    if (t.length) {
+      var last = t[t.length - 1];
+      existing.setScale("x", { min: Math.min(t[0], last - span), max: last + span / 40 });
+    }
+  }
+  // The legend shows the values under the pointer, else the newest ones
+  // (uPlot's own shows "--" until the pointer is over the chart).
+  var UNITS = { ms: " ms", s: " s" };
+  function legendValue(unit) {
+    return function (u, v, i, idx) {
+      var d = u.data[i];
+      if (idx === null || idx === undefined) {
+        for (idx = d.length - 1; idx >= 0 && (d[idx] === null || d[idx] === undefined); idx--);
+        v = idx >= 0 ? d[idx] : null;
+      }
+      if (v === null || v === undefined) return "–";
+      if (unit === null) return new Date(v * 1000).toLocaleTimeString();
+      return (Number.isInteger(v) ? v : v.toFixed(1)) + unit;
+    };
+  }
+  var widest = null;
+  function labelWidth() {
+    if (widest === null) {
+      var ctx = document.createElement("canvas").getContext("2d");
+      ctx.font = "12px " + getComputedStyle(document.body).fontFamily;
+      var at = new Date(2000, 0, 1, 23, 58, 58);
+      widest = ctx.measureText(at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })).width;
+    }
+    return widest;
+  }
+  function clockLabels(u, splits, axis, space, increment) {
+    var options = increment < 60 ? { hour: "2-digit", minute: "2-digit", second: "2-digit" } : { hour: "2-digit", minute: "2-digit" };
+    return splits.map(function (t) { return new Date(t * 1000).toLocaleTimeString([], options); });
+  }
+  window.queuegateChart = chart;
+})();
