@@ -110,6 +110,12 @@ local function read_settings(fields)
 end
 read_settings({unpack(conf, 2, 1 + #SETTINGS)}) -- per call
 
+-- The setting a health target's controller holds (health.lua), unless
+-- pinned: the rate, or the capacity of a room without one.
+local function controlled_field()
+  return rate > 0 and 'rate' or 'capacity'
+end
+
 -- The room's running state, read by advance() (a visitor who is simply
 -- inside never needs it).
 local tokens, refill_at, win_start, win_count, win_prev, end_count, end_prev -- per call

@@ -59,7 +59,7 @@ if pins and given.pinned == '' then given.pinned = nil end
 -- The rate the controller holds (a health target, not pinned) is its, not
 -- the operator's: `per` set or reset alone leaves it where the controller
 -- put it (resetting both threw it away for the code's, ten times it).
-local held = target_ms > 0 and rate > 0 and not redis.call('HGET', KEYS[5], 'pinned')
+local held = target_ms > 0 and controlled_field() == 'rate' and not redis.call('HGET', KEYS[5], 'pinned')
 local pair_rate, pair_per = given.rate, given.per
 if held and pair_rate == nil then
   -- Only `per` is given: it alone changes.

@@ -403,8 +403,8 @@ if visit_work > 0 then
 end
 local show_s = math.max(settle / 1000, visit_s + 1)
 
-local field, value = 'capacity', capacity
-if rate > 0 then field, value = 'rate', rate end
+local field = controlled_field()
+local value = field == 'rate' and rate or capacity
 local unit_s = rate > 0 and per / 1000 or 1 -- the value's interval (s)
 local reason = st.reason or ''
 

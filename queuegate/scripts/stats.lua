@@ -55,7 +55,7 @@ local pinned = redis.call('HGET', KEYS[5], 'pinned')
 -- advance.lua into `conf`, after the defaults; nothing since has written
 -- one): it wins over the code's (read_settings).
 local held = ''
-if target_ms > 0 and not pinned then held = rate > 0 and 'rate' or 'capacity' end
+if target_ms > 0 and not pinned then held = controlled_field() end
 -- (The one the controller holds is its from the start, written or not yet.)
 local run_time, controlled, code = {}, held, {}
 for i, name in ipairs(SETTINGS) do
