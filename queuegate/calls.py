@@ -311,7 +311,14 @@ class ScriptCalls:
         name, defaults = (room, "") if isinstance(room, str) else (room.name, room.defaults)
         # The room's lottery seed is offered until a call that stores it
         # (one that runs advance.lua) has gone through.
-        seed = "" if name in self._seeded or script not in SEEDING else self._seed_offer()
+        # (A change of settings always offers one: configure.lua writes
+        # before its second advance(), which a switch to a lottery would
+        # make refuse a call without one, its writes done.)
+        seed = (
+            ""
+            if (name in self._seeded and script != "configure") or script not in SEEDING
+            else self._seed_offer()
+        )
         if now is not None:
             clock = str(now)
         else:
@@ -340,6 +347,8 @@ class ScriptCalls:
         except FAILURES as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         if reply is _NO_SEED:
+            # Once a room's life at most (its seed is then stored), and with a
+            # deadline of its own: a call that takes up to twice the timeout.
             self._seeded.discard(name)
             return await self.call(script, room, now, *args, extra_keys=extra_keys)
         if seed:

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .admissions import LocalAdmissions
-from .calls import RoomRef, UnknownRoom
+from .calls import RoomRef, StoreError, UnknownRoom
 from .farback import FarBack
 from .fronts import FrontCopies
 from .outcomes import text
 from .readings import ACTIVITY_KEEP, Readings
 from .settings import ConfigError, check_room_setting
+from .stats import kept_readable
+
+logger = logging.getLogger("queuegate")
 
 __all__ = ["Operations", "aside_log"]
 
@@ -36,7 +40,6 @@ class Operations(Readings):
 
     actor: str
     redis_now_ms: Callable[[], int]
-    stats: Callable[..., Awaitable[dict[str, Any]]]
     admissions: LocalAdmissions
     fronts: FrontCopies
     far_back: FarBack
@@ -90,18 +93,23 @@ class Operations(Readings):
         nothing was deleted: how many wait, how many have a session, and
         when the last session ends (ms). The room's own log goes with it,
         so a forget is logged aside (``note_aside``), under ``who`` (by
-        default, ``actor``), with the settings it had set at run time."""
+        default, ``actor``), with the settings it had set at run time; a
+        failure to log it is a warning, not the forget's (it is done)."""
         name = room if isinstance(room, str) else room.name
-        stats = await self.stats(room, now=now)
         self.far_back.forget(name)
         try:
-            waiting, active, ends = await self._call("forget", room, now)
+            reply = await self._call("forget", room, now)
         finally:
             self.fronts.forget(name)
+        waiting, active, ends = (int(value) for value in reply[:3])
         if not (waiting or active):
-            lost = {setting: stats[setting] for setting in stats["run_time"]}
-            await self.note_aside(who or self.actor, "forget", {"room": name, "set at run time": lost})
-        return int(waiting), int(active), int(ends)
+            lost = {text(field): text(value) for field, value in zip(reply[3::2], reply[4::2], strict=True)}
+            details = {"room": name, "set at run time": kept_readable(lost)}
+            try:
+                await self.note_aside(who or self.actor, "forget", details)
+            except StoreError as exc:
+                logger.warning("queuegate: room %r was forgotten, but not logged aside: %s", name, exc)
+        return waiting, active, ends
 
     async def note_aside(self, who: str, action: str, details: dict[str, Any]) -> dict[str, Any]:
         """Log what concerns no one room (a run of virtual visitors), or a
@@ -122,7 +130,10 @@ class Operations(Readings):
         Everything is checked before anything is written: a health target
         for a room without one in code is refused (ConfigError), as nothing
         would measure it. ``rate`` and ``per`` are kept as one pair (see
-        configure.lua). Logged under ``who`` (by default, ``actor``).
+        configure.lua). In a room with a health target, a value given for
+        what its controller holds (the rate, or the capacity of a room
+        without one) pins it, even beside ``pinned=None`` (which unpins).
+        Logged under ``who`` (by default, ``actor``).
         Returns the fields written as Redis keeps them (ms for durations;
         "": back to the code's), the pair's other half included."""
         pairs: list[str] = []

@@ -257,14 +257,3 @@ class Room:
         if "name" not in data or "paths" not in data:
             raise ConfigError(f"each room needs a name and paths, got {data!r}")
         return cls(**data)
-
-
-def __getattr__(name: str) -> Any:
-    # `Settings` lived here until the gate's options got a module of their
-    # own (queuegate.options): `from queuegate.settings import Settings`
-    # still works.
-    if name == "Settings":
-        from .options import Settings
-
-        return Settings
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from .outcomes import text
 
-__all__ = ["DURATIONS", "decode_stats", "described", "readable", "run_time"]
+__all__ = ["DURATIONS", "decode_stats", "described", "kept_readable", "readable", "run_time"]
 
 # Settings kept in ms in Redis, and given in seconds to people.
 DURATIONS = ("per", "session", "abandon", "settle", "forget")
@@ -57,6 +57,12 @@ def readable(name: str, value: Any) -> Any:
     if name == "opens_at" and isinstance(value, int) and value > 0:
         return datetime.fromtimestamp(value / 1000, UTC).isoformat()
     return value
+
+
+def kept_readable(fields: dict[str, str]) -> dict[str, Any]:
+    """Settings as a room's state keeps them (text; ms for durations), in
+    people's units: what a forgotten room had set at run time."""
+    return {name: readable(name, _figure(name, value)) for name, value in fields.items()}
 
 
 def run_time(stats: dict[str, Any]) -> dict[str, dict[str, Any]]:

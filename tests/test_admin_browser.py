@@ -200,7 +200,7 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         assert in_redis(redis_url, draw)["draws"] > 0
         page.locator("tr[data-room=lotto] button", has_text="lotto").click()
         page.wait_for_selector("#detail-title:has-text('lotto')")
-        page.wait_for_selector("#seed:visible", timeout=10_000)
+        page.wait_for_selector("#seed:visible:has-text('lottery')", timeout=10_000)
         page.locator("tr[data-room=sale] button", has_text="sale").click()
         page.wait_for_selector("#seed", state="hidden", timeout=10_000)
 

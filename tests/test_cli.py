@@ -269,9 +269,10 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
     assert "would be deleted; add --yes to confirm" in unconfirmed.stderr
     # A setting an operator made at run time, which the code will not give
     # back, is named before anything goes.
-    await store.configure("renamed", status="paused")
+    await store.configure("renamed", status="paused", session=90.0)
     unconfirmed = cli("forget", "renamed", url=busy_room)
-    assert "would be deleted; set at run time, and lost: status paused; add --yes" in unconfirmed.stderr
+    lost = "set at run time, and lost: session 90.0, status paused; add --yes"
+    assert f"would be deleted; {lost}" in unconfirmed.stderr
     in_use = cli("forget", "sale", "--yes", url=busy_room)
     assert (in_use.returncode, in_use.stdout) == (1, "")
     assert re.fullmatch(
@@ -289,7 +290,7 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
     # Its own log went with it: the forget is logged aside, with what it lost.
     aside = [json.loads(item) for item in await store.client.lrange("qg:admin:activity", 0, -1)]
     assert [(e["action"], e["details"]) for e in aside] == [
-        ("forget", {"room": "renamed", "set at run time": {"status": "paused"}})
+        ("forget", {"room": "renamed", "set at run time": {"session": 90.0, "status": "paused"}})
     ]
     assert aside[0]["who"].startswith("console (")
 

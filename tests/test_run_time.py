@@ -78,13 +78,18 @@ async def test_only_a_rate_given_pins_the_admission_controller(store: Store) -> 
 async def test_a_rate_given_beside_an_unpin_stays_pinned(store: Store) -> None:
     """`set --rate 5 --reset all` sends the rate and an unpin together: the
     unpin, applied after the rate, handed the operator's 5 to the
-    controller at once."""
-    room = flash(rate=10, per=1.0, target=Health(p95_ms=300))
+    controller at once. Only what the controller holds pins: a capacity
+    set in a room whose controller holds the rate left it without one."""
+    room = flash(rate=10, per=1.0, capacity=100, target=Health(p95_ms=300))
     await store.stats(room, now=T0)
-    written = await store.configure(room, rate=5, pinned=None, now=T0)
-    assert "pinned" not in written
+    for changes in ({"rate": 5, "pinned": None}, {"pinned": None, "rate": 5}):
+        await store.configure(room, pinned=None, now=T0)
+        await store.configure(room, **changes, now=T0)  # type: ignore[arg-type]
+        stats = await store.stats(room, now=T0)
+        assert (stats["rate"], stats["pinned"], stats["controlled"]) == (5, 1, ""), changes
+    await store.configure(room, rate=None, capacity=50, pinned=None, now=T0)
     stats = await store.stats(room, now=T0)
-    assert (stats["rate"], stats["pinned"], stats["controlled"]) == (5, 1, "")
+    assert (stats["rate"], stats["capacity"], stats["pinned"], stats["controlled"]) == (10, 50, 0, "rate")
 
 
 async def test_per_alone_leaves_the_rate_the_controller_holds(store: Store) -> None:

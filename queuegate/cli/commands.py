@@ -20,6 +20,10 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
     changes: dict[str, Any] = {name: getattr(args, name) for name in ROOM_SETTINGS}
     changes = {name: value for name, value in changes.items() if value is not None}
     if args.auto:
+        if "rate" in changes or "capacity" in changes:
+            raise CommandError(
+                "set: --auto gives the rate back to the controller, and --rate or --capacity pins it", 2
+            )
         changes["pinned"] = None
     for name in args.reset:
         if name == "all":

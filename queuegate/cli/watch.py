@@ -59,8 +59,9 @@ class _Names:
         try:
             return await _list(ask, args, self.names)
         except UnknownRoom:
-            self.names = None  # one of them is gone: found again, once
-        return await _list(ask, args)
+            pass  # one of them is gone: found again, once
+        self.names, self.at = await ask(ask.store.room_names()), time.monotonic()
+        return await _list(ask, args, self.names)
 
 
 async def _rounds(args: argparse.Namespace, url: str, console: Console) -> None:

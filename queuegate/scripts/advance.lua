@@ -287,8 +287,9 @@ local function advance()
     -- lost) after the caller saw it stored, so the caller offered none. Its
     -- draws must not come from the empty seed, which anyone can compute:
     -- the caller asks again with an offer (queuegate.calls). Before anything
-    -- advance() writes (the scripts' own writes before it are their call's
-    -- to make again).
+    -- advance() writes; a script's own writes before it are made again by
+    -- the call with the offer (new defaults are written once: the seed's
+    -- adoption, below, marks the room changed for them).
     error(redis.error_reply('NO_SEED this room has no lottery seed: call again with one'))
   end
   analytics_load(state[11], state[12])
@@ -316,6 +317,7 @@ local function advance()
     local colon = string.find(ARGV[3], ':', 1, true)
     seed = string.sub(ARGV[3], 1, colon - 1)
     redis.call('HSET', KEYS[5], 'seed', seed, 'seed_sha256', string.sub(ARGV[3], colon + 1))
+    dirty = true
   end
 
   -- Sliding-window counters of admissions and of sessions ending, behind the

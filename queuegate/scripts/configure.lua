@@ -15,9 +15,10 @@
 -- `target` (queuegate.gate), so nothing would ever reach the controller.
 -- Refused with REFUSED <why>, before anything is written.
 --
--- Setting the rate or capacity of a room with a health target pins it: the
--- controller (health.lua) holds it until a `pinned` field of "" (unpin)
--- returns control.
+-- Setting what the controller of a room with a health target holds (its
+-- rate, or the capacity of a room without one) pins it: the controller
+-- (health.lua) leaves it until a `pinned` field of "" (unpin) returns
+-- control.
 --
 -- `rate` and `per` are one pair (visitors per interval), kept at run time
 -- together or not at all, so that a deploy with another `per` never makes
@@ -25,8 +26,8 @@
 -- other at its value in force, resetting one resets both, and one set with
 -- the other reset keeps the other at the code's value. But a rate the
 -- controller holds is not the operator's half: `per` set or reset alone
--- leaves it where the controller put it. A rate or capacity given in the
--- same call as an unpin (`--reset all`) stays pinned.
+-- leaves it where the controller put it. A value given for the setting
+-- the controller holds pins it, an unpin in the same call or not.
 --
 -- Returns the fields written, as field, value pairs in the order given
 -- (the pair's other half after them); a value of "" was removed. The
@@ -52,10 +53,16 @@ for i = 6, #ARGV, 2 do
   if given[ARGV[i]] == nil then order[#order + 1] = ARGV[i] end
   given[ARGV[i]] = ARGV[i + 1]
 end
--- A rate or capacity given pins it; a `pinned` of "" in the same call
--- (`--reset all` beside `--rate`) does not undo that.
-local pins = (given.rate or '') ~= '' or (given.capacity or '') ~= ''
-if pins and given.pinned == '' then given.pinned = nil end
+-- The setting the controller holds once this change is made (a rate given
+-- or reset may make it the rate, or the capacity). A value given for it
+-- pins it, whatever the order of the fields: an unpin ("", `--auto`,
+-- `--reset all`) is applied first. A value given for the other one pins
+-- nothing (`--reset all --capacity 50` in a room whose controller holds
+-- the rate leaves the rate to it).
+local rate_after = rate
+if given.rate ~= nil then rate_after = tonumber(given.rate ~= '' and given.rate or default[1]) or 0 end
+local holds = rate_after > 0 and 'rate' or 'capacity'
+if given.pinned == '' then redis.call('HDEL', KEYS[5], 'pinned') end
 -- The rate the controller holds (a health target, not pinned) is its, not
 -- the operator's: `per` set or reset alone leaves it where the controller
 -- put it (resetting both threw it away for the code's, ten times it).
@@ -80,12 +87,14 @@ for _, field in ipairs(order) do
   local value = given[field]
   if field == 'rate' and pair_rate ~= nil then value = pair_rate
   elseif field == 'per' and pair_per ~= nil then value = pair_per end
-  if value == '' then
+  if field == 'pinned' then
+    -- (Unpinned above.)
+  elseif value == '' then
     redis.call('HDEL', KEYS[5], field)
   elseif value ~= nil then
     redis.call('HSET', KEYS[5], field, value)
-    -- (Only a rate or capacity the caller gave pins it, not the pair's other half.)
-    if (given[field] or '') ~= '' and (field == 'rate' or field == 'capacity') and target_ms > 0 then
+    -- (Only a value the caller gave pins, not the pair's other half.)
+    if (given[field] or '') ~= '' and field == holds and target_ms > 0 then
       redis.call('HSET', KEYS[5], 'pinned', 1)
     end
   end

@@ -8,7 +8,9 @@
 --   median wait),
 --   the counters admitted, joined, abandoned, expired, released, left,
 --   drained, the settings (see advance.lua), prequeue (1 before a scheduled
---   opening), seed_sha256 (the published hash of the lottery's seed), and
+--   opening), draws (the lottery's draws so far: a room that drew has a
+--   seed to publish, whatever its method is now), seed_sha256 (the
+--   published hash of the lottery's seed), and
 --   the admission controller's figures (KEYS[6], see health.lua): pinned,
 --   p95_ms and first_byte_p95_ms (-1 = none yet), error_rate, samples,
 --   health_reason (its last decision), health_changed and _at (why and when
@@ -38,9 +40,7 @@ local out = {
   'rate', rate, 'per', per, 'capacity', capacity, 'session', session,
   'sliding', sliding and 1 or 0, 'abandon', abandon, 'max_step', max_step,
   'status', status, 'method', method, 'opens_at', opens_at, 'challenge', challenge,
-  -- (Draws made so far, and whether a pre-queue was shuffled: a room that
-  -- drew has a seed to publish, whatever its method is now.)
-  'draws', draws, 'shuffled', shuffled and 1 or 0,
+  'draws', draws,
   'client_limit', client_limit, 'forget', forget,
   'prequeue', prequeue and 1 or 0,
 }

@@ -282,8 +282,9 @@
   // switched back to first come, first served, whose seed is to publish).
   function drawsShown(stats) {
     var seed = document.getElementById("seed");
-    seed.hidden = !(stats.method === "random" || stats.opens_at > 0 || stats.draws > 0 || stats.shuffled > 0);
-    seed.textContent = stats.method === "random" ? "Reveal the lottery's seed…" : "Reveal the opening draw's seed…";
+    var lottery = stats.method === "random" || stats.draws > 0;
+    seed.hidden = !(lottery || stats.opens_at > 0);
+    seed.textContent = lottery ? "Reveal the lottery's seed…" : "Reveal the opening draw's seed…";
   }
   function loadDetail() {
     if (!selected) return;
