@@ -47,7 +47,8 @@ async def test_console_changes_reach_the_back_office_s_activity(store: Store, re
     assert [entry["action"] for entry in log] == ["reveal seed", "drain", "release", "remove", "settings"]
     assert room_log == log
     assert all(entry["who"].startswith("console (") and entry["room"] == "fixed" for entry in log)
-    assert log[-1]["details"] == {"rate": 3, "status": "paused", "per": 60}  # per: the pair's other half, kept
+    # per: the pair's other half, kept with the rate
+    assert log[-1]["details"] == {"rate": 3, "status": "paused", "per": 60}
     assert log[1]["details"] == {"removed": 2}
     assert log[2]["details"] == {"visitor": "v0", "held_a_place": True}
     assert log[3]["details"] == {"visitor": "v1", "held_a_place": True}

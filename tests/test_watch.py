@@ -96,6 +96,7 @@ async def test_list_watch_scans_for_rooms_once_not_every_round(redis_url: str, s
     every round of a watch did it, on the Redis that holds the line. A room
     made meanwhile shows at the next scan; one gone is found gone at once."""
     await store.stats(SALE)
+
     async def scanned() -> int:
         stats = await store.client.info("commandstats")
         return int(stats.get("cmdstat_scan", {}).get("calls", 0))
