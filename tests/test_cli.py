@@ -35,6 +35,21 @@ def cli(*args: str, url: str | None, **extra: str) -> subprocess.CompletedProces
     )
 
 
+async def piped(console_args: str, reader: str, url: str) -> subprocess.CompletedProcess[str]:
+    """``queuegate CONSOLE_ARGS | READER`` in bash with pipefail, off the event loop."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
+    env["QUEUEGATE_REDIS_URL"] = url
+    command = f"{sys.executable} -m queuegate {console_args} | {reader}"
+    return await asyncio.to_thread(
+        subprocess.run,
+        ["bash", "-o", "pipefail", "-c", command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+
+
 @pytest.fixture
 async def busy_room(make_gate: MakeGate, redis_url: str) -> str:
     gate = await make_gate(rooms=[SALE])
@@ -417,23 +432,11 @@ async def test_a_reader_that_stops_early_is_no_error(busy_room: str) -> None:
     """`queuegate show sale --json --visitors 1000 | head -c 10`: the reader
     closes the pipe long before the output (over a pipe's 64 KiB) is
     written; the console ends quietly with status 0."""
-    import asyncio
-
     import redis.asyncio as aioredis
 
     async with aioredis.Redis.from_url(busy_room) as plain:
         await plain.zadd("qg:{sale}:waiting", {f"x{i:05}" * 20: 1000 + i for i in range(1000)})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
-    env["QUEUEGATE_REDIS_URL"] = busy_room
-    command = f"{sys.executable} -m queuegate show sale --json --visitors 1000 | head -c 10"
-    done = await asyncio.to_thread(
-        subprocess.run,
-        ["bash", "-o", "pipefail", "-c", command],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-    )
+    done = await piped("show sale --json --visitors 1000", "head -c 10", busy_room)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout) == 10
     assert "Traceback" not in done.stderr

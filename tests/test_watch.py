@@ -3,7 +3,6 @@ a console run as a subprocess, until Ctrl-C."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -19,7 +18,7 @@ from queuegate import Room, Store
 from queuegate.embedded import EmbeddedServer
 from queuegate.store import connect
 
-from .test_cli import SALE, cli
+from .test_cli import SALE, cli, piped
 
 pytestmark = pytest.mark.anyio
 
@@ -166,16 +165,6 @@ async def test_on_a_terminal_the_view_is_redrawn_in_place(redis_url: str, store:
 
 async def test_a_reader_that_stops_early_ends_the_watch_quietly(redis_url: str, store: Store) -> None:
     await store.stats(SALE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
-    env["QUEUEGATE_REDIS_URL"] = redis_url
-    command = f"{sys.executable} -m queuegate list --watch 0.5 | head -8"  # the second view's header
-    done = await asyncio.to_thread(
-        subprocess.run,
-        ["bash", "-o", "pipefail", "-c", command],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-    )
+    done = await piped("list --watch 0.5", "head -8", redis_url)  # up to the second view's header
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.count("queuegate list: every 500 ms") == 2
