@@ -52,9 +52,10 @@ from queuegate.tokens import Tokens
 
 from .app import ROOMS, SECRET
 from .loadgen import run_load
+from .million import memory_per_visitor
 from .redis_cost import CONCURRENCY, evalsha_usec, per_call
 from .report import print_report
-from .speed import memory_per_visitor, uvicorn_server
+from .speed import uvicorn_server
 
 ROOM = next(r for r in ROOMS if r.name == "bench-big")
 TARGET_CORE_SHARE = 0.5
