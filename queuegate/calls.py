@@ -311,14 +311,7 @@ class ScriptCalls:
         name, defaults = (room, "") if isinstance(room, str) else (room.name, room.defaults)
         # The room's lottery seed is offered until a call that stores it
         # (one that runs advance.lua) has gone through.
-        # (A change of settings always offers one: configure.lua writes
-        # before its second advance(), which a switch to a lottery would
-        # make refuse a call without one, its writes done.)
-        seed = (
-            ""
-            if (name in self._seeded and script != "configure") or script not in SEEDING
-            else self._seed_offer()
-        )
+        seed = "" if name in self._seeded or script not in SEEDING else self._seed_offer()
         if now is not None:
             clock = str(now)
         else:

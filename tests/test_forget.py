@@ -81,6 +81,39 @@ async def test_a_room_made_again_draws_from_a_new_seed_never_the_empty_one(redis
         await console.aclose()
 
 
+async def test_a_room_switched_to_a_lottery_after_losing_its_seed_gets_one_written_once(
+    redis_url: str,
+) -> None:
+    """A process that saw a first-come room's seed offers none; its data lost
+    and made again without one (it draws nothing), the room is switched to
+    a lottery. configure.lua refuses such a change before writing anything
+    (it wrote the change, then advance() refused it, and the call again
+    wrote it twice), and the process calls again with a seed."""
+    app = Store(connect(redis_url, 5.0), local_admissions=False)
+    room = Room("lot", paths=["/lot*"], rate=1)
+    try:
+        await app.stats(room)
+        await app.client.delete(*(await keys_of(app, "lot")))
+        await app.stats(room)  # made again: no seed, none needed yet
+        assert await app.seed("lot") is None
+        listener = app.client.pubsub()
+        await listener.subscribe("qg:{lot}:revoked")
+        await listener.get_message(timeout=1.0)  # the subscription's own
+        await app.configure("lot", method="random", who="ada")
+        published = []
+        while (message := await listener.get_message(timeout=0.5)) is not None:
+            published.append(message["data"])
+        await listener.aclose()
+        assert len(published) == 1, published  # the change was made once
+        assert (await app.stats("lot"))["method"] == "random"
+        assert await app.seed("lot") is not None
+        assert [entry["details"] for entry in await app.activity("lot")] == [{"method": "random"}]
+        raw = await app.client.hget("qg:{lot}:state", "method")
+        assert raw in (b"random", "random")
+    finally:
+        await app.aclose()
+
+
 async def test_forgetting_a_room_nobody_made_is_an_unknown_room(store: Store) -> None:
     with pytest.raises(UnknownRoom, match="no room named 'nope'"):
         await store.forget("nope")

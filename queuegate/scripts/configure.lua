@@ -41,6 +41,20 @@ for i = 6, #ARGV, 2 do
   end
 end
 
+-- A change that makes the room draw (a lottery, a scheduled opening; a reset
+-- to the code's, which may) needs the room's seed, as advance() does of a
+-- room that draws: refused before anything is written (NO_SEED), and the
+-- caller asks again with an offer.
+if ARGV[3] == '' and not redis.call('HGET', KEYS[5], 'seed') then
+  for i = 6, #ARGV, 2 do
+    local value = ARGV[i + 1]
+    if ARGV[i] == 'method' and (value ~= '' and value or default[9]) == 'random'
+        or ARGV[i] == 'opens_at' and (tonumber(value ~= '' and value or default[10]) or 0) > 0 then
+      return redis.error_reply('NO_SEED this change makes the room draw, and it has no seed: call again with one')
+    end
+  end
+end
+
 advance()
 save_state()
 moved() -- a new rate, state or opening changes what every waiting page shows
