@@ -96,14 +96,13 @@ async def test_a_room_switched_to_a_lottery_after_losing_its_seed_gets_one_writt
         await app.client.delete(*(await keys_of(app, "lot")))
         await app.stats(room)  # made again: no seed, none needed yet
         assert await app.seed("lot") is None
-        listener = app.client.pubsub()
-        await listener.subscribe("qg:{lot}:revoked")
-        await listener.get_message(timeout=1.0)  # the subscription's own
-        await app.configure("lot", method="random", who="ada")
         published = []
-        while (message := await listener.get_message(timeout=0.5)) is not None:
-            published.append(message["data"])
-        await listener.aclose()
+        async with app.client.pubsub() as listener:
+            await listener.subscribe("qg:{lot}:revoked")
+            await listener.get_message(timeout=1.0)  # the subscription's own
+            await app.configure("lot", method="random", who="ada")
+            while (message := await listener.get_message(timeout=0.5)) is not None:
+                published.append(message["data"])
         assert len(published) == 1, published  # the change was made once
         assert (await app.stats("lot"))["method"] == "random"
         assert await app.seed("lot") is not None
