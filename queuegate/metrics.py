@@ -5,7 +5,8 @@
 
 Each scrape runs the stats script once per room (every room with state in
 Redis, template rooms included), so the figures are current, and reads the
-room's wait analytics (``queuegate.analytics``): the histogram
+room's wait analytics (``queuegate.analytics``), many rooms at a time
+(``queuegate.readings.each_room``, as the console's views): the histogram
 ``queuegate_wait_seconds{room, outcome="admitted"|"gave_up"}`` and the gauge
 ``queuegate_estimate_accurate_ratio``.
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
 
+from .readings import each_room
 from .store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -148,8 +150,13 @@ async def metrics_text(
     store: Store, rooms: Iterable[str] | None = None, *, gate: QueueGate | None = None
 ) -> bytes:
     names = list(rooms) if rooms is not None else await store.room_names()
-    snapshot = {name: await store.stats(name) for name in names}
-    analytics = {name: await store.analytics(name, minutes=0) for name in names}
+
+    async def figures(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        return await store.stats(name), await store.analytics(name, minutes=0)
+
+    read = dict(zip(names, await each_room(names, figures), strict=True))
+    snapshot = {name: stats for name, (stats, _) in read.items()}
+    analytics = {name: figures for name, (_, figures) in read.items()}
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(snapshot, analytics, None if gate is None else gate.tokens.foreign))
     return bytes(generate_latest(registry))

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queuegate import Health, Room
-from queuegate.metrics import metrics_app
+from queuegate import Health, Room, readings
+from queuegate.metrics import metrics_app, metrics_text
 
 from .conftest import MakeGate, client_for
 
@@ -111,3 +111,36 @@ async def test_the_grafana_dashboard_asks_only_for_metrics_the_exporter_serves(m
     # The room variable too.
     (room,) = [v for v in dashboard["templating"]["list"] if v["name"] == "room"]
     assert set(re.findall(r"\bqueuegate_\w+", room["definition"])) <= served
+
+
+async def test_the_rooms_are_read_together_a_bounded_number_at_a_time(
+    make_gate: MakeGate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scrape asks every room's stats: together, so that it takes a round
+    trip or two and not one a room, but no more than ``AT_ONCE`` at a time
+    (a keyspace of thousands of rooms). Counted around the store's own
+    calls to the real server."""
+    rooms = [Room(f"r{i}", paths=[f"/r{i}"], rate=1) for i in range(7)]
+    gate = await make_gate(rooms=rooms)
+    for i in range(7):
+        async with client_for(gate) as visitor:
+            await visitor.get(f"/r{i}")
+    asked = gate.store.stats
+    now, most = 0, 0
+
+    async def counted(room: Any, **options: Any) -> dict[str, Any]:
+        nonlocal now, most
+        now += 1
+        most = max(most, now)
+        try:
+            return await asked(room, **options)
+        finally:
+            now -= 1
+
+    monkeypatch.setattr(gate.store, "stats", counted)
+    assert b'queuegate_active{room="r6"} 1.0' in await metrics_text(gate.store)
+    assert most == 7
+    monkeypatch.setattr(readings, "AT_ONCE", 3)
+    most = 0
+    assert b'queuegate_active{room="r6"} 1.0' in await metrics_text(gate.store)
+    assert most == 3

@@ -5,7 +5,6 @@ waits, who is first), as tables or as JSON."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..console import UNKNOWN, clock, count, milliseconds, per_minute, percent
+from ..readings import each_room
 from ..stats import DURATIONS, readable, run_time
 from ..store import redacted
 from .session import Bounded, Output
@@ -41,8 +41,7 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
     store = ask.store
     if names is None:
         names = await ask(store.room_names())
-    # (Sent together: one round trip on a pipelined connection.)
-    stats = await asyncio.gather(*(ask(store.stats(name)) for name in names))
+    stats = await each_room(names, lambda name: ask(store.stats(name)))
     if args.json:
         return json.dumps([{"room": name, **_readable(row)} for name, row in zip(names, stats, strict=True)])
     if not names:
