@@ -16,7 +16,7 @@ from rich.text import Text
 
 from ..console import UNKNOWN, clock, count, milliseconds, per_minute, percent
 from ..readings import each_room
-from ..stats import DURATIONS, readable, run_time
+from ..stats import in_people_units, readable, run_time
 from ..store import redacted
 from .session import Bounded, Output
 
@@ -24,9 +24,7 @@ from .session import Bounded, Output
 def _readable(stats: dict[str, Any]) -> dict[str, Any]:
     """Durations back in seconds, for people; the settings set at run time
     with the code's values."""
-    out = dict(stats)
-    for name in (*DURATIONS, "opens_at"):
-        out[name] = readable(name, out[name])
+    out = in_people_units(stats)
     eta = out.pop("eta_back_ms")
     out["eta_back"] = None if eta < 0 else eta / 1000
     out["run_time"] = run_time(stats)
