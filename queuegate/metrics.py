@@ -5,13 +5,20 @@
 
 Each scrape runs the stats script once per room (every room with state in
 Redis, template rooms included), so the figures are current, and reads the
-room's wait analytics (``queuegate.analytics``): the histogram
+room's wait analytics (``queuegate.analytics``), many rooms at a time
+(``queuegate.readings.each_room``, as the console's views): the histogram
 ``queuegate_wait_seconds{room, outcome="admitted"|"gave_up"}`` and the gauge
 ``queuegate_estimate_accurate_ratio``.
 
 With ``gate=`` (optional: ``metrics_app(store)`` serves the rooms alone) it
 adds what that gate counted in its own process, as a scrape of each process
 shows: ``queuegate_foreign_cookies_total``.
+
+If Redis fails, a scrape without ``gate=`` has nothing to say: it answers
+503, which Prometheus records as a failed scrape (``up`` 0). With one, the
+process's own counts need no Redis, and a 503 would lose them (Prometheus
+reads nothing of a failed scrape): it answers them, without the rooms, with
+``queuegate_redis_up`` 0 (1 when the rooms were read).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
 
+from .readings import each_room
 from .store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -70,6 +78,10 @@ COUNTERS = {
     "released": "Sessions released by the app",
     "left": "Visitors who left",
 }
+REDIS_UP = (
+    "1 when this scrape read the rooms from Redis; 0: Redis failed, and only this process's own counts"
+    " are given"
+)
 FOREIGN_COOKIES = (
     "Cookies signed, but with none of this process's secret keys, counted by this process since it"
     " started: usually processes with different secret_key, which send a visitor to the back of the"
@@ -81,25 +93,35 @@ class _Snapshot:
     """A one-shot collector over stats already fetched."""
 
     def __init__(
-        self, rooms: dict[str, dict[str, Any]], analytics: dict[str, dict[str, Any]], foreign: int | None
+        self,
+        rooms: dict[str, dict[str, Any]] | None,
+        analytics: dict[str, dict[str, Any]],
+        foreign: int | None,
     ) -> None:
-        self.rooms = rooms
+        self.rooms = rooms  # None: Redis failed
         self.analytics = analytics
         self.foreign = foreign
 
     def collect(self) -> Iterator[Metric]:
+        if self.rooms is not None:
+            yield from self._rooms(self.rooms)
+        yield GaugeMetricFamily("queuegate_redis_up", REDIS_UP, value=0.0 if self.rooms is None else 1.0)
+        if self.foreign is not None:
+            yield CounterMetricFamily("queuegate_foreign_cookies", FOREIGN_COOKIES, value=float(self.foreign))
+
+    def _rooms(self, rooms: dict[str, dict[str, Any]]) -> Iterator[Metric]:
         for name, text in GAUGES.items():
             gauge = GaugeMetricFamily(f"queuegate_{name}", text, labels=["room"])
-            for room, stats in self.rooms.items():
+            for room, stats in rooms.items():
                 gauge.add_metric([room], _value(stats, name))
             yield gauge
         for name, text in COUNTERS.items():
             counter = CounterMetricFamily(f"queuegate_{name}", text, labels=["room"])
-            for room, stats in self.rooms.items():
+            for room, stats in rooms.items():
                 counter.add_metric([room], float(stats[name]))
             yield counter
         state = GaugeMetricFamily("queuegate_open", "1 when the room admits as configured", labels=["room"])
-        for room, stats in self.rooms.items():
+        for room, stats in rooms.items():
             state.add_metric([room], 1.0 if stats["status"] == "open" else 0.0)
         yield state
         waits = HistogramMetricFamily(
@@ -124,8 +146,6 @@ class _Snapshot:
             accurate.add_metric([room], -1.0 if share is None else float(share))
         yield waits
         yield accurate
-        if self.foreign is not None:
-            yield CounterMetricFamily("queuegate_foreign_cookies", FOREIGN_COOKIES, value=float(self.foreign))
 
 
 def _value(stats: dict[str, Any], name: str) -> float:
@@ -147,17 +167,34 @@ def _value(stats: dict[str, Any], name: str) -> float:
 async def metrics_text(
     store: Store, rooms: Iterable[str] | None = None, *, gate: QueueGate | None = None
 ) -> bytes:
-    names = list(rooms) if rooms is not None else await store.room_names()
-    snapshot = {name: await store.stats(name) for name in names}
-    analytics = {name: await store.analytics(name, minutes=0) for name in names}
+    """The scrape's text. If Redis fails: StoreError without ``gate``; with
+    one, its process's own counts and ``queuegate_redis_up`` 0, the failure
+    in a comment."""
+
+    async def figures(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        return await store.stats(name), await store.analytics(name, minutes=0)
+
+    snapshot: dict[str, dict[str, Any]] | None = None
+    analytics: dict[str, dict[str, Any]] = {}
+    failure = b""
+    try:
+        names = list(rooms) if rooms is not None else await store.room_names()
+        read = dict(zip(names, await each_room(names, figures), strict=True))
+        snapshot = {name: stats for name, (stats, _) in read.items()}
+        analytics = {name: figures for name, (_, figures) in read.items()}
+    except StoreError as exc:
+        if gate is None:
+            raise  # nothing else to say: a failed scrape
+        failure = f"# redis unavailable: {exc}\n".encode()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(snapshot, analytics, None if gate is None else gate.tokens.foreign))
-    return bytes(generate_latest(registry))
+    return failure + bytes(generate_latest(registry))
 
 
 def metrics_app(store: Store, rooms: Iterable[str] | None = None, *, gate: QueueGate | None = None) -> Any:
-    """An ASGI app answering GET with the rooms' metrics (503 if Redis fails);
-    with ``gate``, that gate's process's own counts too."""
+    """An ASGI app answering GET with the rooms' metrics; with ``gate``,
+    that gate's process's own counts too. If Redis fails: 503, or with
+    ``gate`` its own counts and ``queuegate_redis_up`` 0."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         assert scope["type"] == "http"

@@ -22,7 +22,7 @@ from .fronts import FrontCopies
 from .outcomes import text
 from .readings import ACTIVITY_KEEP, Readings
 from .settings import ConfigError, check_room_setting
-from .stats import kept_readable
+from .stats import figure, in_people_units
 
 logger = logging.getLogger("queuegate")
 
@@ -103,8 +103,9 @@ class Operations(Readings):
             self.fronts.forget(name)
         waiting, active, ends = (int(value) for value in reply[:3])
         if not (waiting or active):
-            lost = {text(field): text(value) for field, value in zip(reply[3::2], reply[4::2], strict=True)}
-            details = {"room": name, "set at run time": kept_readable(lost)}
+            pairs = zip(map(text, reply[3::2]), map(text, reply[4::2]), strict=True)
+            lost = {field: figure(field, value) for field, value in pairs}
+            details = {"room": name, "set at run time": in_people_units(lost)}
             try:
                 await self.note_aside(who or self.actor, "forget", details)
             except StoreError as exc:

@@ -28,7 +28,7 @@ from starlette.types import Send
 from .compiled import Compiled
 from .i18n import DEFAULT, Language, language_for
 from .store import Outcome
-from .texts import BACK_HOME, LOTTERY_AHEAD, MESSAGES, RETRYING, TEXTS
+from .texts import BACK_HOME, HEADINGS, LOTTERY_AHEAD, MESSAGES, RETRYING, TAB_TITLE, TEXTS
 
 __all__ = ["Page", "Pages", "eta_text", "send_page"]
 
@@ -104,15 +104,18 @@ def _labels(language: Language, lottery: bool) -> tuple[tuple[str, str], ...]:
     )
 
 
-def _with_title(values: dict[str, str]) -> dict[str, str]:
+def _with_title(values: dict[str, str], language: Language) -> dict[str, str]:
     """Escaped ``values`` (the room's ``title`` among them), with the title as
     the built-in pages show it: ``$room_line``, a line under the heading,
-    and ``$title_suffix``, after the heading in the tab's title. A room
-    without a title shows neither: its name is the operator's, not the
-    visitor's."""
+    and ``$tab_<heading>`` (``HEADINGS``), the tab's title: the heading and
+    the title as the language joins them (``TAB_TITLE``). A room without a
+    title shows neither: its name is the operator's, not the visitor's."""
     title = values.get("title", "")
     values["room_line"] = f'<p class="room">{title}</p>' if title else ""
-    values["title_suffix"] = f": {title}" if title else ""
+    joined = html.escape(language.text(TAB_TITLE))
+    for name in HEADINGS:
+        heading = html.escape(language.text(TEXTS[name]))
+        values[f"tab_{name}"] = joined.format(heading=heading, title=title) if title else heading
     return values
 
 
@@ -346,7 +349,7 @@ class Pages:
         self, template: Compiled, language: Language, room_values: tuple[tuple[str, str], ...]
     ) -> Compiled:
         return self._in_language(template, language).bind(
-            _with_title({name: html.escape(value) for name, value in room_values})
+            _with_title({name: html.escape(value) for name, value in room_values}, language)
         )
 
     def challenge(
@@ -379,7 +382,8 @@ class Pages:
                 "title": _escaped(title),
                 "join_url": _escaped(join_url),
                 "challenge": html.escape(_JSON.encode(challenge)),  # new each time: not cached
-            }
+            },
+            language,
         )
         body = self._in_language(self._challenge, language).fill(escaped)
         return Page(self.waiting_status, [*self._challenge_headers, *extra], body)

@@ -14,14 +14,15 @@ from typing import Any
 
 from .outcomes import text
 
-__all__ = ["DURATIONS", "decode_stats", "described", "kept_readable", "readable", "run_time"]
+__all__ = ["DURATIONS", "decode_stats", "described", "figure", "in_people_units", "readable", "run_time"]
 
 # Settings kept in ms in Redis, and given in seconds to people.
 DURATIONS = ("per", "session", "abandon", "settle", "forget")
 TEXTS = ("status", "method", "seed_sha256", "health_reason", "health_changed", "controlled")
 
 
-def _figure(key: str, value: str) -> Any:
+def figure(key: str, value: str) -> Any:
+    """A field as a room's state or stats.lua keeps it (text) as a Python value."""
     if key in TEXTS:
         return value
     if key.endswith("per_minute") or key in ("max_errors", "error_rate"):
@@ -41,9 +42,9 @@ def decode_stats(reply: Sequence[Any]) -> dict[str, Any]:
         if key == "run_time":
             out[key] = value.split(",") if value else []
         elif key.startswith("code_"):
-            out["code"][key[5:]] = _figure(key[5:], value)
+            out["code"][key[5:]] = figure(key[5:], value)
         else:
-            out[key] = _figure(key, value)
+            out[key] = figure(key, value)
     return out
 
 
@@ -59,10 +60,11 @@ def readable(name: str, value: Any) -> Any:
     return value
 
 
-def kept_readable(fields: dict[str, str]) -> dict[str, Any]:
-    """Settings as a room's state keeps them (text; ms for durations), in
-    people's units: what a forgotten room had set at run time."""
-    return {name: readable(name, _figure(name, value)) for name, value in fields.items()}
+def in_people_units(figures: dict[str, Any]) -> dict[str, Any]:
+    """Each of ``figures`` (a room's stats, or the settings a forgotten
+    room had set at run time) as ``readable`` gives it to people: durations
+    in seconds, a scheduled opening in ISO 8601, the others as they are."""
+    return {name: readable(name, value) for name, value in figures.items()}
 
 
 def run_time(stats: dict[str, Any]) -> dict[str, dict[str, Any]]:

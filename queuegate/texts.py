@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .i18n import N_
 
-__all__ = ["BACK_HOME", "LOTTERY_AHEAD", "MESSAGES", "RETRYING", "TEXTS"]
+__all__ = ["BACK_HOME", "HEADINGS", "LOTTERY_AHEAD", "MESSAGES", "RETRYING", "TAB_TITLE", "TEXTS"]
 
 MESSAGES = {
     "closed": (
@@ -96,3 +96,10 @@ LOTTERY_AHEAD = N_("a random draw whenever places free up")
 RETRYING = N_("Trying again in {seconds} s.")
 # The way back from the page that says the visitor left the line.
 BACK_HOME = N_("Back to the home page")
+# A built-in page's tab title with the room's title: each language puts its
+# own punctuation (French a space before the colon, Chinese and Japanese a
+# full-width colon), or the two in another order.
+TAB_TITLE = N_("{heading}: {title}")
+# The built-in pages' headings (TEXTS), each in its page's tab title as
+# $tab_<name>: alone, or with the room's title in TAB_TITLE.
+HEADINGS = ("in_line", "opening_soon", "check_heading")

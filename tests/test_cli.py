@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from queuegate import Room, Store
-from queuegate.cli.parser import _parser
+from queuegate.cli.parser import Parser, _parser
 from queuegate.embedded import free_port
 
 from .conftest import MakeGate, client_for, wait_for_http
@@ -342,6 +342,18 @@ def test_only_whole_option_names_with_a_clear_error(args: tuple[str, ...], messa
     assert (result.returncode, result.stdout) == (2, "")
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_an_option_of_a_group_is_known(capsys: pytest.CaptureFixture[str]) -> None:
+    """Unknown means unknown to argparse: an option added through a group
+    (help's sections) is taken, and abbreviated it is still refused."""
+    parser = Parser(prog="queuegate")
+    parser.add_argument_group("where").add_argument("--redis")
+    assert parser.parse_args(["--redis", "redis://x"]).redis == "redis://x"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--red", "redis://x"])
+    said = capsys.readouterr().err
+    assert "unknown option --red: options are not abbreviated (did you mean --redis?)" in said
 
 
 @pytest.mark.anyio

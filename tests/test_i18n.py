@@ -19,7 +19,7 @@ from queuegate.i18n import LANGUAGES, language_for, negotiate
 from queuegate.pages import Pages
 from queuegate.settings import ConfigError
 from queuegate.store import Outcome
-from queuegate.texts import LOTTERY_AHEAD, MESSAGES, RETRYING, TEXTS
+from queuegate.texts import LOTTERY_AHEAD, MESSAGES, RETRYING, TAB_TITLE, TEXTS
 
 from .conftest import MakeGate, call_asgi, http_scope
 
@@ -37,6 +37,7 @@ SINGULAR_TEXTS = [
     *(text for pair in MESSAGES.values() for text in pair),
     LOTTERY_AHEAD,
     RETRYING,
+    TAB_TITLE,
     "unknown for now",
     "a few seconds",
     "nobody: you are next",
@@ -285,6 +286,21 @@ async def test_a_room_without_a_title_shows_visitors_no_name(make_gate: MakeGate
         page = body.decode()
         assert f"<title>{html.escape(language_for(code).text(TEXTS['in_line']))}: {title}</title>" in page
         assert f'<p class="room">{title}</p>' in page
+
+
+async def test_the_tab_title_is_punctuated_as_the_language_does(make_gate: MakeGate) -> None:
+    """The heading and the room's title are joined by each language's own
+    pattern (TAB_TITLE), not by an English ": ": French puts a no-break
+    space before the colon, Chinese and Japanese a full-width colon."""
+    room = Room("sale", paths=["/sale"], rate=1, per=3600, client_limit=0, title="Soldes <d'été>")
+    gate = await make_gate(rooms=[room])
+    await call_asgi(gate, http_scope("/other"))
+    await call_asgi(gate, http_scope("/sale"))  # the hour's one admission
+    joined_by = {"fr": "\u00a0: ", "ja": "\uff1a", "zh_Hans": "\uff1a", "de": ": ", "ar": ": "}
+    for code, between in joined_by.items():
+        heading = html.escape(language_for(code).text(TEXTS["in_line"]))
+        _, _, body = await call_asgi(gate, http_scope("/sale", headers=[(b"accept-language", code.encode())]))
+        assert f"<title>{heading}{between}Soldes &lt;d&#x27;été&gt;</title>" in body.decode(), code
 
 
 def test_a_language_that_is_not_shipped_is_a_clear_error() -> None:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queuegate import Health, Room
-from queuegate.metrics import metrics_app
+from queuegate import Health, Room, readings
+from queuegate.embedded import EmbeddedServer
+from queuegate.metrics import metrics_app, metrics_text
 
 from .conftest import MakeGate, client_for
 
@@ -31,11 +32,12 @@ async def test_metrics_for_every_room(make_gate: MakeGate) -> None:
     assert response.headers["content-type"].startswith("text/plain")
     families = list(text_string_to_metric_families(response.text))
     samples = {
-        (sample.name, sample.labels["room"]): sample.value
+        (sample.name, sample.labels.get("room")): sample.value
         for family in families
         if family.type != "histogram"
         for sample in family.samples
     }
+    assert samples[("queuegate_redis_up", None)] == 1
     assert samples[("queuegate_waiting", "sale")] == 1
     assert samples[("queuegate_active", "sale")] == 1
     assert samples[("queuegate_active", "t-7")] == 1
@@ -92,6 +94,37 @@ async def test_metrics_when_redis_is_down(make_gate: MakeGate) -> None:
     assert response.status_code == 503
 
 
+async def test_a_gates_own_counts_outlive_redis(make_gate: MakeGate, own_server: EmbeddedServer) -> None:
+    """The process's own counts need no Redis: a 503 would lose them
+    (Prometheus reads nothing of a failed scrape), so with ``gate=`` a
+    scrape answers them, without the rooms, and ``queuegate_redis_up`` 0.
+    Without a gate there is nothing else to say: still 503."""
+    room = Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=0)
+    one = await make_gate(rooms=[room], redis=own_server.url, secret_key="a-key-of-process-one-0123456789")
+    two = await make_gate(rooms=[room], redis=own_server.url, secret_key="a-key-of-process-two-0123456789")
+    async with client_for(one) as visitor:
+        await visitor.get("/checkout")
+        cookie = {"cookie": f"{room.cookie.decode()}={visitor.cookies[room.cookie.decode()]}"}
+    async with client_for(two) as moved:
+        await moved.get("/checkout", headers=cookie)
+
+    async def scraped(app: Any) -> tuple[int, dict[str, float]]:
+        async with client_for(app) as scraper:
+            response = await scraper.get("/")
+        if response.status_code != 200:
+            return response.status_code, {}
+        families = text_string_to_metric_families(response.text)
+        return 200, {sample.name: sample.value for family in families for sample in family.samples}
+
+    status, up = await scraped(metrics_app(two.store, gate=two))
+    assert (status, up["queuegate_redis_up"], up["queuegate_foreign_cookies_total"]) == (200, 1, 1)
+    assert "queuegate_waiting" in up
+    own_server.stop()
+    status, down = await scraped(metrics_app(two.store, gate=two))
+    assert (status, down) == (200, {"queuegate_redis_up": 0, "queuegate_foreign_cookies_total": 1})
+    assert (await scraped(metrics_app(one.store)))[0] == 503
+
+
 async def test_the_grafana_dashboard_asks_only_for_metrics_the_exporter_serves(make_gate: MakeGate) -> None:
     dashboard = json.loads((Path(__file__).parent.parent / "docs" / "grafana" / "queuegate.json").read_text())
     room = Room("sale", paths=["/checkout*"], rate=1, per=60, target=Health(p95_ms=500))
@@ -111,3 +144,36 @@ async def test_the_grafana_dashboard_asks_only_for_metrics_the_exporter_serves(m
     # The room variable too.
     (room,) = [v for v in dashboard["templating"]["list"] if v["name"] == "room"]
     assert set(re.findall(r"\bqueuegate_\w+", room["definition"])) <= served
+
+
+async def test_the_rooms_are_read_together_a_bounded_number_at_a_time(
+    make_gate: MakeGate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scrape asks every room's stats: together, so that it takes a round
+    trip or two and not one a room, but no more than ``AT_ONCE`` at a time
+    (a keyspace of thousands of rooms). Counted around the store's own
+    calls to the real server."""
+    rooms = [Room(f"r{i}", paths=[f"/r{i}"], rate=1) for i in range(7)]
+    gate = await make_gate(rooms=rooms)
+    for i in range(7):
+        async with client_for(gate) as visitor:
+            await visitor.get(f"/r{i}")
+    asked = gate.store.stats
+    now, most = 0, 0
+
+    async def counted(room: Any, **options: Any) -> dict[str, Any]:
+        nonlocal now, most
+        now += 1
+        most = max(most, now)
+        try:
+            return await asked(room, **options)
+        finally:
+            now -= 1
+
+    monkeypatch.setattr(gate.store, "stats", counted)
+    assert b'queuegate_active{room="r6"} 1.0' in await metrics_text(gate.store)
+    assert most == 7
+    monkeypatch.setattr(readings, "AT_ONCE", 3)
+    most = 0
+    assert b'queuegate_active{room="r6"} 1.0' in await metrics_text(gate.store)
+    assert most == 3

@@ -34,18 +34,19 @@ class Parser(argparse.ArgumentParser):
     are added (``serve-admin --p`` meant ``--port`` until every command
     took ``--prefix``), so a script's ``--p 9000`` would one day be an
     error or another option. An unknown option is named in the error, with
-    the ones it may have meant."""
+    the ones it may have meant.
+
+    argparse finds an unknown option too, but only once it has parsed the
+    words around it: before the command, the unknown option's value is
+    taken for the command (``--red URL list`` said ``invalid choice:
+    'URL'``), the error names the top parser whatever command it was given
+    to, and it suggests nothing. So the words before a command are checked
+    here first, against argparse's own table of this parser's options."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.options: set[str] = set()
         self.commands: dict[str, Parser] = {}
         kwargs["allow_abbrev"] = False  # the commands' parsers are Parsers too
         super().__init__(*args, **kwargs)
-
-    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        action = super().add_argument(*args, **kwargs)
-        self.options.update(action.option_strings)
-        return action
 
     def add_subparsers(self, **kwargs: Any) -> Any:
         commands = super().add_subparsers(**kwargs)
@@ -58,11 +59,13 @@ class Parser(argparse.ArgumentParser):
         arguments = list(sys.argv[1:] if args is None else args)
         # What comes after the command is the command's parser's to check.
         ours = next((i for i, word in enumerate(arguments) if word in self.commands or word == "--"), None)
+        # (argparse's table: an option added through a group is in it too)
+        options = self._option_string_actions
         for argument in arguments[:ours]:
             name = argument.split("=", 1)[0]
             # (argparse takes a word with a space for a value, not an option)
-            if name.startswith("--") and " " not in name and name not in self.options:
-                meant = " or ".join(sorted(option for option in self.options if option.startswith(name)))
+            if name.startswith("--") and " " not in name and name not in options:
+                meant = " or ".join(sorted(option for option in options if option.startswith(name)))
                 self.error(
                     f"unknown option {name}"
                     + (f": options are not abbreviated (did you mean {meant}?)" if meant else "")

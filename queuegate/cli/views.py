@@ -5,7 +5,6 @@ waits, who is first), as tables or as JSON."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..console import UNKNOWN, clock, count, milliseconds, per_minute, percent
-from ..stats import DURATIONS, readable, run_time
+from ..readings import each_room
+from ..stats import in_people_units, readable, run_time
 from ..store import redacted
 from .session import Bounded, Output
 
@@ -24,9 +24,7 @@ from .session import Bounded, Output
 def _readable(stats: dict[str, Any]) -> dict[str, Any]:
     """Durations back in seconds, for people; the settings set at run time
     with the code's values."""
-    out = dict(stats)
-    for name in (*DURATIONS, "opens_at"):
-        out[name] = readable(name, out[name])
+    out = in_people_units(stats)
     eta = out.pop("eta_back_ms")
     out["eta_back"] = None if eta < 0 else eta / 1000
     out["run_time"] = run_time(stats)
@@ -41,8 +39,7 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
     store = ask.store
     if names is None:
         names = await ask(store.room_names())
-    # (Sent together: one round trip on a pipelined connection.)
-    stats = await asyncio.gather(*(ask(store.stats(name)) for name in names))
+    stats = await each_room(names, lambda name: ask(store.stats(name)))
     if args.json:
         return json.dumps([{"room": name, **_readable(row)} for name, row in zip(names, stats, strict=True)])
     if not names:

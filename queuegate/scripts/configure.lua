@@ -75,14 +75,16 @@ end
 -- the rate leaves the rate to it).
 local rate_after = rate
 if given.rate ~= nil then rate_after = tonumber(given.rate ~= '' and given.rate or default[1]) or 0 end
-local holds = rate_after > 0 and 'rate' or 'capacity'
+local controlled_after = rate_after > 0 and 'rate' or 'capacity'
 if given.pinned == '' then redis.call('HDEL', KEYS[5], 'pinned') end
--- The rate the controller holds (a health target, not pinned) is its, not
--- the operator's: `per` set or reset alone leaves it where the controller
--- put it (resetting both threw it away for the code's, ten times it).
-local held = target_ms > 0 and controlled_field() == 'rate' and not redis.call('HGET', KEYS[5], 'pinned')
+-- The setting the controller holds now (a health target, not pinned; nil:
+-- none). A rate it holds is its, not the operator's: `per` set or reset
+-- alone leaves it where the controller put it (resetting both threw it
+-- away for the code's, ten times it).
+local controlled_now = nil
+if target_ms > 0 and not redis.call('HGET', KEYS[5], 'pinned') then controlled_now = controlled_field() end
 local pair_rate, pair_per = given.rate, given.per
-if held and pair_rate == nil then
+if controlled_now == 'rate' and pair_rate == nil then
   -- Only `per` is given: it alone changes.
 elseif pair_rate ~= nil or pair_per ~= nil then
   if (pair_rate or '') == '' and (pair_per or '') == '' then
@@ -108,7 +110,7 @@ for _, field in ipairs(order) do
   elseif value ~= nil then
     redis.call('HSET', KEYS[5], field, value)
     -- (Only a value the caller gave pins, not the pair's other half.)
-    if (given[field] or '') ~= '' and field == holds and target_ms > 0 then
+    if (given[field] or '') ~= '' and field == controlled_after and target_ms > 0 then
       redis.call('HSET', KEYS[5], 'pinned', 1)
     end
   end

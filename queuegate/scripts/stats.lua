@@ -54,13 +54,13 @@ local pinned = redis.call('HGET', KEYS[5], 'pinned')
 -- A setting is set at run time when its field is in the state hash (read by
 -- advance.lua into `conf`, after the defaults; nothing since has written
 -- one): it wins over the code's (read_settings).
-local held = ''
-if target_ms > 0 and not pinned then held = controlled_field() end
+local controlled = ''
+if target_ms > 0 and not pinned then controlled = controlled_field() end
 -- (The one the controller holds is its from the start, written or not yet.)
-local run_time, controlled, code = {}, held, {}
+local run_time, code = {}, {}
 for i, name in ipairs(SETTINGS) do
   if conf[i + 1] then
-    if name ~= held then run_time[#run_time + 1] = name end
+    if name ~= controlled then run_time[#run_time + 1] = name end
     if default[i] and default[i] ~= '' then
       code[#code + 1] = 'code_' .. name
       code[#code + 1] = default[i]
