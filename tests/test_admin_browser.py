@@ -20,6 +20,7 @@ from starlette.routing import Mount
 from queuegate import Health, Room, Store, admin
 from queuegate.admin import activity
 from queuegate.embedded import free_port
+from queuegate.settings import ROOM_SETTINGS
 from queuegate.store import connect
 
 from .conftest import chromium_or_skip, served
@@ -218,7 +219,7 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         adaptive.locator("input[name=target_ms]").fill("300")
         adaptive.locator("button", has_text="Apply").click()
         page.wait_for_function(
-            "() => document.querySelector('tr[data-room=adaptive] td.health').textContent.startsWith('p95')"
+            "() => document.querySelector('tr[data-room=adaptive] td.health').textContent.includes('p95')"
         )
         assert in_redis(redis_url, lambda store: store.stats("adaptive"))["target_ms"] == 300
         page.wait_for_function(f"() => ({COUNT_BLUE})('#health-chart') > 50", timeout=10_000)
@@ -304,3 +305,56 @@ def test_the_back_office_without_redis_says_so_in_its_table(browser: Any) -> Non
     line)."""
     down = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there: a Redis that is down
     rooms_table_says(browser, Store(connect(down, 0.5)), "could not load the rooms")
+
+
+# Where each of these is on the page: its box's top and bottom.
+BOX = """(selector) => {
+  const r = document.querySelector(selector).getBoundingClientRect();
+  return [r.top, r.bottom];
+}"""
+
+
+def test_what_an_operator_reads_at_a_glance(redis_url: str, browser: Any) -> None:
+    """The room's title beside its name (it showed the name only), "and N
+    more" under a cut list of visitors (ten, with no sign of the rest), a
+    `--reset all` as a list (one long paragraph), and four charts in two
+    rows of two (three and one alone at 1280 px)."""
+    titled = Room("sale", paths=["/sale"], rate=2, per=60.0, title="Spring sale")
+
+    async def a_line(store: Store) -> None:
+        for i in range(15):
+            await store.enter(titled, f"visitor-{i:02d}")
+        await store.enter(ADAPTIVE, "someone")
+        await store.configure("sale", status="paused", who="ada")
+        await store.configure("sale", **{name: None for name in ROOM_SETTINGS}, who="ada")
+
+    in_redis(redis_url, a_line)
+    office_store = Store(connect(redis_url, 5.0))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await office_store.aclose()
+
+    office = admin.app(office_store, secret=SECRET, rooms=[titled, ADAPTIVE])
+    with served(Starlette(routes=[Mount("/ops", office)], lifespan=lifespan)) as base:
+        page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        page.goto(f"{base}/ops/login")
+        page.fill("#secret", SECRET)
+        page.click("button[type=submit]")
+        page.wait_for_selector("tr[data-room=sale]")
+        assert page.text_content("tr[data-room=sale] .title") == "Spring sale"
+        page.locator("tr[data-room=sale] button", has_text="sale").click()
+        page.wait_for_selector("#detail-title:has-text('Room sale · Spring sale')")
+        # 2 let in, 13 waiting, of whom the list shows the first 10.
+        page.wait_for_selector("#visitors li.more")
+        assert page.locator("#visitors li.more").all_text_contents() == ["and 3 more"]
+        # The reset of every setting: a list, its resets on one line.
+        reset = page.locator("#activity > li", has_text="reset to the code's values")
+        said = reset.locator("ul.details > li").all_text_contents()
+        assert said == ["reset to the code's values: " + ", ".join(ROOM_SETTINGS)], said
+        # Four charts: two rows of two.
+        page.locator("tr[data-room=adaptive] button", has_text="adaptive").click()
+        page.wait_for_selector("#health-figure:not([hidden])")
+        tops = [page.evaluate(BOX, f"#detail figure:nth-of-type({i})")[0] for i in range(1, 5)]
+        assert tops[0] == tops[1] < tops[2] == tops[3], tops

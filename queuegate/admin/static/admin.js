@@ -57,7 +57,10 @@
     };
     var pick = el("button", { type: "button", "class": "quiet", "aria-label": "Show room " + room.room }, room.room);
     pick.addEventListener("click", function () { select(room.room); });
-    cell().appendChild(pick);
+    var name = cell();
+    name.appendChild(pick);
+    // The title visitors see, beside the operator's name for the room.
+    if (room.title) name.appendChild(el("span", { "class": "title" }, room.title));
     var label = function (what) { return what + " of " + room.room; };
     // The status shown is the control that changes it.
     var sel = el("select", { name: "status", "class": "pill " + room.status, "aria-label": label("status") });
@@ -79,10 +82,19 @@
       ? { type: "number", min: "0", step: "50", value: room.target_ms, name: "target_ms", "aria-label": label("target p95 in ms, 0: off") }
       : { type: "number", value: 0, name: "target_ms", disabled: "", title: NO_TARGET, "aria-label": label("target p95 in ms: none") });
     cell().appendChild(target);
-    var health = room.target_ms > 0
-      ? "p95 " + (room.p95_ms < 0 ? "– (no responses measured yet)" : room.p95_ms + " ms") + (room.pinned ? " · pinned" : "") + (room.health_reason ? " · " + room.health_reason : "")
-      : room.target_in_code ? "fixed: target off (0)" : "fixed: no target";
-    cell({ "class": "note health" }, health);
+    var health = cell({ "class": "health" });
+    if (room.target_ms > 0) {
+      // A short verdict first (derived from the reason in one place,
+      // queuegate.target.verdict), then the figures and the exact reason.
+      health.appendChild(el("strong", {}, room.health_verdict || "measuring"));
+      var pinned = room.pinned && room.health_verdict.indexOf("pinned") < 0 ? " · pinned" : "";
+      health.appendChild(el("span", { "class": "note" },
+        " · p95 " + (room.p95_ms < 0 ? "– (no responses measured yet)" : room.p95_ms + " ms") + pinned));
+      if (room.health_reason) health.appendChild(el("span", { "class": "note reason" }, room.health_reason));
+    } else {
+      health.className = "note health";
+      health.textContent = room.target_in_code ? "fixed: target off (0)" : "fixed: no target";
+    }
     var apply = el("button", { type: "button", "aria-label": "Apply to " + room.room }, "Apply");
     apply.addEventListener("click", function () {
       if (!target.checkValidity()) { target.reportValidity(); return; }
@@ -249,7 +261,7 @@
       });
     };
   }
-  function visitorsList(visitors) {
+  function visitorsList(visitors, stats) {
     var box = clear(document.getElementById("visitors"));
     [["waiting", "First in line"], ["active", "Active"]].forEach(function (pair) {
       box.appendChild(el("p", { "class": "note" }, pair[1] + ": " + (visitors[pair[0]].length ? "" : "nobody")));
@@ -259,6 +271,9 @@
         b.addEventListener("click", function () { document.getElementById("visitor-id").value = v[0]; });
         item.appendChild(b); list.appendChild(item);
       });
+      // The list shows the first few: say how many it leaves out.
+      var more = (stats[pair[0]] || 0) - visitors[pair[0]].length;
+      if (more > 0 && visitors[pair[0]].length) list.appendChild(el("li", { "class": "note more" }, "and " + more + " more"));
       box.appendChild(list);
     });
   }
@@ -267,14 +282,33 @@
     if (value !== null) return name + " " + JSON.stringify(value);
     return name === "pinned" ? "pinned off (back to the controller)" : name + " reset to the code's value";
   }
+  // A change's settings: each one, and the resets together in one line.
+  function changeTexts(details) {
+    var said = [], reset = [];
+    Object.keys(details).forEach(function (k) {
+      if (details[k] === null && k !== "pinned") reset.push(k); else said.push(changeText(k, details[k]));
+    });
+    if (reset.length === 1) said.push(changeText(reset[0], null));
+    else if (reset.length) said.push("reset to the code's values: " + reset.join(", "));
+    return said;
+  }
   function activityList(node, entries) {
     clear(node);
     if (!entries.length) node.appendChild(el("li", { "class": "note" }, "no changes yet"));
     entries.forEach(function (a) {
-      var details = Object.keys(a.details).map(function (k) { return changeText(k, a.details[k]); }).join(", ");
+      var details = changeTexts(a.details);
       // null: an entry of no one room (a run of virtual visitors).
       var room = a.room === null ? "" : a.room + " · ";
-      node.appendChild(el("li", {}, new Date(a.at).toLocaleString() + " · " + a.who + " · " + room + a.action + (details ? ": " + details : "")));
+      var head = new Date(a.at).toLocaleString() + " · " + a.who + " · " + room + a.action;
+      // A short change on its line; a long one (--reset all) as a list.
+      var long = details.length > 2 || details.join(", ").length > 120;
+      var item = el("li", {}, head + (details.length ? ": " + (long ? "" : details.join(", ")) : ""));
+      if (long) {
+        var list = el("ul", { "class": "details" });
+        details.forEach(function (d) { list.appendChild(el("li", {}, d)); });
+        item.appendChild(list);
+      }
+      node.appendChild(item);
     });
   }
   // The seed matters only to a room that draws: a lottery, or a scheduled
@@ -293,12 +327,12 @@
       if (room !== selected) return;
       detail = d;
       document.getElementById("detail").hidden = false;
-      document.getElementById("detail-title").textContent = "Room " + room;
+      document.getElementById("detail-title").textContent = "Room " + room + (d.stats.title ? " · " + d.stats.title : "");
       drawMinutes(d.analytics.minutes, d.stats);
       histogram(d.analytics);
       settingsForm(d.stats);
       drawsShown(d.stats);
-      visitorsList(d.visitors);
+      visitorsList(d.visitors, d.stats);
       showActivity();
     }).catch(function (err) { say(err.message, true); });
   }
