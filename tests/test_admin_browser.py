@@ -19,7 +19,7 @@ from starlette.routing import Mount
 
 from queuegate import Health, Room, Store, admin
 from queuegate.admin import activity
-from queuegate.embedded import free_port
+from queuegate.embedded import EmbeddedServer, free_port
 from queuegate.settings import ROOM_SETTINGS
 from queuegate.store import connect
 
@@ -358,3 +358,71 @@ def test_what_an_operator_reads_at_a_glance(redis_url: str, browser: Any) -> Non
         page.wait_for_selector("#health-figure:not([hidden])")
         tops = [page.evaluate(BOX, f"#detail figure:nth-of-type({i})")[0] for i in range(1, 5)]
         assert tops[0] == tops[1] < tops[2] == tops[3], tops
+
+
+def test_a_redis_outage_is_unmistakable_and_the_page_recovers_by_itself(browser: Any) -> None:
+    """Redis away: the page kept its last figures with every control looking
+    usable, said so only in small grey text in the header, and the header
+    wrapped "Sign out" to a second line. Now a banner (role=alert) says it,
+    the figures say when they were read, the controls are off, and all of
+    it goes when Redis answers again."""
+    server = EmbeddedServer(args=["--appendonly", "yes", "--appendfsync", "always"]).start()
+    titled = Room("sale", paths=["/sale"], rate=2, per=60.0, title="Spring sale")
+    try:
+
+        async def a_line(store: Store) -> None:
+            for i in range(15):
+                await store.enter(titled, f"visitor-{i:02d}")
+
+        in_redis(server.url, a_line)
+        office_store = Store(connect(server.url, 0.5))
+
+        @asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            yield
+            await office_store.aclose()
+
+        office = admin.app(office_store, secret=SECRET, links=[("Shop", "/")], rooms=[titled])
+        app = Starlette(routes=[Mount("/ops", office)], lifespan=lifespan)
+        with served(app) as base:
+            page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+            page.goto(f"{base}/ops/login")
+            page.fill("#secret", SECRET)
+            page.click("button[type=submit]")
+            page.wait_for_selector("tr[data-room=sale]")
+            page.wait_for_selector("#detail:not([hidden])")
+
+            def sign_out_beside_the_heading() -> None:
+                heading, sign_out = page.evaluate(BOX, "header h1"), page.evaluate(BOX, "header form")
+                assert sign_out[0] < heading[1], (heading, sign_out)
+
+            sign_out_beside_the_heading()
+
+            server.stop()
+            page.wait_for_selector("#outage strong:has-text('Redis is not answering')", timeout=10_000)
+            assert page.get_attribute("#outage", "role") == "alert"
+            assert "were read at" in (page.text_content("#outage") or "")
+            assert (page.text_content("#rooms-title .as-of") or "").startswith("as of ")
+            usable = page.evaluate(
+                "() => [...document.querySelectorAll('main button, main input, main select')]"
+                ".filter(c => !c.disabled && c.id !== 'activity-room').map(c => c.outerHTML)"
+            )
+            assert usable == []
+            assert page.text_content("#clock") == "offline"
+            sign_out_beside_the_heading()
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "admin-redis-away.png"))
+            results = Axe().run(page, options={"runOnly": {"type": "tag", "values": WCAG_AA}})
+            found = [(v["id"], [n["target"] for n in v["nodes"]][:5]) for v in results.response["violations"]]
+            assert found == []
+
+            server.start()
+            page.wait_for_selector("#message:has-text('Redis answers again')", timeout=10_000)
+            assert page.text_content("#outage") == ""
+            assert page.is_visible("#outage") is False
+            assert page.text_content("#rooms-title .as-of") == ""
+            assert page.is_enabled("tr[data-room=sale] input[name=rate]")
+            assert page.is_enabled("#drain")
+            assert (page.text_content("#clock") or "").startswith("live")
+    finally:
+        server.close()

@@ -32,7 +32,10 @@
     return fetch(ROOT + path, { method: method, credentials: "same-origin", headers: headers,
       body: method === "POST" ? JSON.stringify(body || {}) : undefined })
       .then(function (r) {
-        return r.json().then(function (d) { if (!r.ok) throw new Error(d.error || ("HTTP " + r.status)); return d; });
+        return r.json().then(function (d) {
+          if (!r.ok) { var e = new Error(d.error || ("HTTP " + r.status)); e.status = r.status; throw e; }
+          return d;
+        }, function () { var e = new Error("HTTP " + r.status + " (not the back office's answer)"); e.status = r.status; throw e; });
       });
   }
   function seconds(ms) {
@@ -352,6 +355,56 @@
     drawLive(); loadDetail();
   }
 
+  // -- when the rooms cannot be read -------------------------------------------
+  // Redis away (503), the back office's server away, or signed out: a banner
+  // says so once (role=alert), the figures stay with the time they were
+  // read, and every control that would fail is off until the next answer.
+  var outage = null, lastRead = null;
+  var OUTAGES = {
+    redis: ["Redis is not answering.", "Redis answers again: the figures are live."],
+    server: ["The back office is not answering.", "The back office answers again: the figures are live."],
+    signedOut: ["You are signed out.", "Signed in again: the figures are live."]
+  };
+  function controlsOff(off) {
+    Array.prototype.forEach.call(document.querySelectorAll("main button, main input, main select"), function (c) {
+      if (c.id === "activity-room") return; // a filter of what the page has: still works
+      if (off && !c.disabled) { c.disabled = true; c.setAttribute("data-offline", ""); }
+      else if (!off && c.hasAttribute("data-offline")) { c.disabled = false; c.removeAttribute("data-offline"); }
+    });
+  }
+  function unreachable(err) {
+    var kind = err.status === 503 ? "redis" : err.status === 401 ? "signedOut" : "server";
+    document.body.classList.add("offline");
+    document.getElementById("clock").textContent = "offline";
+    var asOf = lastRead ? "as of " + lastRead.toLocaleTimeString() + ", not live" : "";
+    Array.prototype.forEach.call(document.querySelectorAll(".as-of"), function (s) { s.textContent = asOf; });
+    controlsOff(true);
+    if (outage === kind) return; // said once
+    outage = kind;
+    var box = clear(document.getElementById("outage"));
+    box.appendChild(el("strong", {}, OUTAGES[kind][0]));
+    box.appendChild(document.createTextNode(" " + (lastRead
+      ? "The figures below were read at " + lastRead.toLocaleTimeString() + " and may be out of date"
+      : "No figures could be read yet") + "; the controls are off until it answers. This page tries again every 2 s."));
+    if (kind === "signedOut") {
+      box.appendChild(document.createTextNode(" "));
+      box.appendChild(el("a", { href: ROOT + "login" }, "Sign in again"));
+    }
+    box.appendChild(el("span", { "class": "detail" }, err.message));
+  }
+  function reachable(d) {
+    lastRead = new Date(d.now);
+    document.getElementById("clock").textContent = "live · " + lastRead.toLocaleTimeString();
+    if (outage === null) return;
+    var kind = outage;
+    outage = null;
+    document.body.classList.remove("offline");
+    clear(document.getElementById("outage"));
+    Array.prototype.forEach.call(document.querySelectorAll(".as-of"), function (s) { s.textContent = ""; });
+    controlsOff(false);
+    say(OUTAGES[kind][1]);
+  }
+
   // -- polling ------------------------------------------------------------
   var ticks = 0, loaded = false;
   // The rooms table's one line of text, in place of its rows.
@@ -362,6 +415,7 @@
   }
   function refresh() {
     api("GET", "api/rooms").then(function (d) {
+      reachable(d);
       d.rooms.forEach(function (room) {
         var h = live[room.room] = live[room.room] || [[], [], [], [], [], []];
         var values = [d.now / 1000, room.waiting, room.active, room.p95_ms < 0 ? null : room.p95_ms, room.target_ms,
@@ -385,13 +439,12 @@
       loaded = true;
       if (!selected && d.rooms.length) select(d.rooms[0].room);
       else if (selected) { drawLive(); if (ticks % 2 === 0) loadDetail(); }
-      document.getElementById("clock").textContent = "live · " + new Date(d.now).toLocaleTimeString();
       document.getElementById("simulate").hidden = !d.virtual_visitors;
       simulationStatus(d.simulation);
       ticks += 1;
     }).catch(function (err) {
-      document.getElementById("clock").textContent = "offline: " + err.message;
       if (!loaded) note("could not load the rooms: " + err.message + " (trying again)");
+      unreachable(err);
     });
     api("GET", "api/activity?count=30").then(function (d) {
       everything = d.activity; showActivity();
