@@ -5,13 +5,19 @@ within an hour).
 
     python -m benchmarks.instructions [--requests 2000] [--server] [--json]
 
-The speed benchmark's two cheap scenarios (``python -m benchmarks``), with
-its app (``benchmarks.app``) over a private Redis: an admitted visitor's
+The speed benchmark's scenarios (``python -m benchmarks``), with its app
+(``benchmarks.app``) over a private Redis: an admitted visitor's
 ``GET /page`` (room ``bench-in``, decided from the process's copy of the
-admission) and a waiting visitor's poll, ``GET /_queuegate/status/bench-wait``
+admission), a waiting visitor's poll, ``GET /_queuegate/status/bench-wait``
 (at the front of a short line, answered from the copy of the line's front),
-each against the bare app's ``GET /page``, without a cookie as the speed
-benchmark sends it and with the gated request's cookie.
+each against the bare app's ``GET /page`` without and with the cookie; and
+a new visitor's join, ``GET /join`` with no cookie, from a new client
+address (X-Forwarded-For) each, answered with the waiting page, against
+the bare app sending that answer (``/_bench/sample``, the speed
+benchmark's control). ``joining``: one at a time, each join a Redis call
+of its own (the client's work for it counted); ``joining_together``:
+``TOGETHER`` at once (gathered, as is the sample), sharing a call as a
+storm's joins do in a server.
 
 In-process (the default): the ASGI app called directly, one request after
 another, under valgrind's callgrind; each batch of ``--requests`` follows a
@@ -48,6 +54,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 from queuegate.embedded import EmbeddedServer, free_port, server_binary
 
 from .report import print_report
@@ -55,12 +63,7 @@ from .report import print_report
 ROOT = Path(__file__).resolve().parent.parent
 # callgrind zeroes its counters when the driver calls getppid, and dumps them
 # when it calls getpgrp: nothing else in a request calls either.
-CALLGRIND = [
-    "valgrind",
-    "--tool=callgrind",
-    "--zero-before=getppid",
-    "--dump-before=getpgrp",
-]
+CALLGRIND = ["valgrind", "--tool=callgrind", "--zero-before=getppid", "--dump-before=getpgrp"]
 IDLE_SECONDS = 3.0
 # Each gated case is answered from one of the process's copies, without a
 # call of its own: its counter in /_bench/joins, and which of the driver's.
@@ -77,16 +80,23 @@ PAUSE = 0.1  # seconds between chunks: the loop's background work runs then
 SETTLE = 0.3  # seconds between a signal and a batch (the server under callgrind is slow to take it)
 ADMITTED = ("/page", "bench-in")
 POLLING = ("/_queuegate/status/bench-wait", "bench-wait")
-# (name, server, path, cookie of which room or None); the bare server serves
-# /page for both scenarios, as in the speed benchmark. Polls first: their
-# cookie says when the visitor's liveness was recorded, and a poll records
-# it again once that is over a minute old (a browser takes the new cookie;
-# the speed benchmark's visitor, like this one, does not).
+SAMPLE = "/_bench/sample"  # the bare app sends a join's answer again (benchmarks.app)
+TOGETHER = 10  # joins sent at once by joining_together (a storm's calls took about 12)
+# (name, server, path, cookie of which room or None, requests at once: 0,
+# one by one from one address; else from new addresses, so many at once).
+# Polls first: their cookie says when the visitor's liveness was recorded,
+# and a poll records it again once that is over a minute old (a browser
+# takes the new cookie; the speed benchmark's visitor, like this one, does
+# not). Joins before the sample: the bare app sends the last join's answer.
 CASES = [
-    ("polling", "gated", POLLING[0], POLLING[1]),
-    ("admitted", "gated", ADMITTED[0], ADMITTED[1]),
-    ("bare", "bare", "/page", None),
-    ("bare_with_cookie", "bare", "/page", "bench-in"),
+    ("polling", "gated", POLLING[0], POLLING[1], 0),
+    ("admitted", "gated", ADMITTED[0], ADMITTED[1], 0),
+    ("joining", "gated", "/join", None, 1),
+    ("joining_together", "gated", "/join", None, TOGETHER),
+    ("bare", "bare", "/page", None, 0),
+    ("bare_with_cookie", "bare", "/page", "bench-in", 0),
+    ("bare_sample", "bare", SAMPLE, None, 1),
+    ("bare_sample_together", "bare", SAMPLE, None, TOGETHER),
 ]
 
 
@@ -144,11 +154,14 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int
     of the batch's requests a copy answered (-1: not a gated case)."""
     from starlette.types import Message
 
+    from . import app as bench
     from .app import bare, gated
+    from .loadgen import client_address
 
     gate = gated(url, SLOW_TIMEOUT)
     await gate.store.warm()
     answers: list[tuple[int, dict[bytes, bytes]]] = []
+    last: list[Message] = []  # the last answer's start and body
 
     async def receive() -> Message:
         return {"type": "http.request", "body": b"", "more_body": False}
@@ -156,6 +169,9 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int
     async def keep(message: Message) -> None:
         if message["type"] == "http.response.start":
             answers.append((message["status"], dict(message["headers"])))
+            last[:] = [message]
+        else:
+            last.append(message)
 
     async def drop(message: Message) -> None:
         pass
@@ -171,26 +187,43 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int
         cookie = answers[-1][1][b"set-cookie"]
         cookies[room] = cookie.split(b";", 1)[0]
     await asyncio.sleep(0.5)  # the subscription is live: admissions are copied
-    dumps: list[tuple[str, int, int, int]] = []
-    for name, server, path, cookie_of in CASES:
-        app = gate if server == "gated" else bare
+    clients = iter(range(1, 10_000_000))  # a new visitor's address: each from another
+
+    def headers_of(cookie_of: str | None, together: int) -> list[tuple[bytes, bytes]]:
         headers = [(b"host", b"127.0.0.1")]
         if cookie_of is not None:
             headers.append((b"cookie", cookies[cookie_of]))
+        if together:
+            headers.append((b"x-forwarded-for", client_address(next(clients)).encode()))
+        return headers
+
+    dumps: list[tuple[str, int, int, int]] = []
+    for name, server, path, cookie_of, together in CASES:
+        app = gate if server == "gated" else bare
         for _ in range(warm):
-            await get(app, path, list(headers))
+            await get(app, path, headers_of(cookie_of, together))
         status = answers[-1][0]
-        if status != 200:
+        if status != (gate.settings.waiting_status if path in ("/join", SAMPLE) else 200):
             raise RuntimeError(f"{name}: {path} answered {status}")
+        if path == "/join":  # the bare app sends this answer again
+            head, body = last[0], b"".join(message["body"] for message in last[1:])
+            headers = [(k, v) for k, v in head["headers"] if k != b"content-length"]
+            bench.sample = bench.Sample(head["status"], headers, body)
         hits = gate.store.admissions.hits, gate.store.fronts.hits
         commands = _commands(url)
         chunks = []
-        for start in range(0, requests, CHUNK):
+        step = max(1, together)
+        for start in range(0, requests, CHUNK * step):
             await asyncio.sleep(PAUSE)
-            count = min(CHUNK, requests - start)
+            count = min(CHUNK * step, requests - start)
             os.getppid()
-            for _ in range(count):
-                await app(_scope(path, list(headers)), receive, drop)
+            scopes = [_scope(path, headers_of(cookie_of, together)) for _ in range(count)]
+            if together > 1:
+                for i in range(0, count, together):
+                    await asyncio.gather(*(app(one, receive, drop) for one in scopes[i : i + together]))
+            else:
+                for one in scopes:
+                    await app(one, receive, drop)
             os.getpgrp()
             chunks.append(count)
         batch_commands = _commands(url) - commands - 1  # less the INFO that read it
@@ -353,9 +386,9 @@ def under_uvicorn(
                 idle, seconds = _counted(process, Path(directory), asyncio.sleep(IDLE_SECONDS))
                 per_second = idle / seconds
                 report[f"idle_per_second_{mode}"] = round(per_second)
-                for name, server, path, room in CASES:
-                    if server != mode:
-                        continue
+                for name, server, path, room, together in CASES:
+                    if server != mode or together:
+                        continue  # (new visitors' joins: in-process only)
                     headers = {} if room is None else {"Cookie": cookies[room]}
                     asyncio.run(_load(port, path, headers, warm, connections))
                     batch = _load(port, path, headers, requests, connections)
@@ -377,11 +410,14 @@ def under_uvicorn(
 
 
 def _with_gaps(counts: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **counts,
+    gaps = {
         "admitted_gap": counts["admitted"] - counts["bare"],
         "polling_gap": counts["polling"] - counts["bare"],
     }
+    if "joining" in counts:  # the gate's own work for a join: over the bare app sending its answer
+        gaps["joining_gap"] = counts["joining"] - counts["bare_sample"]
+        gaps["joining_together_gap"] = counts["joining_together"] - counts["bare_sample_together"]
+    return {**counts, **gaps}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,7 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver", help=argparse.SUPPRESS)  # the process callgrind runs
     args = parser.parse_args(argv)
     if args.driver:
-        print(json.dumps(asyncio.run(_drive(args.driver, args.requests, args.warm))))
+        # On uvloop, as the speed benchmark's servers run (a join's awaits
+        # turn the loop: asyncio's own loop is Python, uvloop's is C).
+        print(json.dumps(uvloop.run(_drive(args.driver, args.requests, args.warm))))
         return 0
     if not shutil.which("valgrind"):
         parser.error("needs valgrind")
