@@ -1,7 +1,6 @@
 """What the gate costs a request in the app's process, in instructions: a
 figure that does not move with the machine's load (wall-clock and CPU
-seconds on this project's shared 2-core machines moved by a factor of two
-within an hour).
+seconds on this project's shared 2-core machines moved 2x within an hour).
 
     python -m benchmarks.instructions [--requests 2000] [--server] [--json]
 
@@ -11,13 +10,12 @@ The speed benchmark's scenarios (``python -m benchmarks``), with its app
 admission), a waiting visitor's poll, ``GET /_queuegate/status/bench-wait``
 (at the front of a short line, answered from the copy of the line's front),
 each against the bare app's ``GET /page`` without and with the cookie; and
-a new visitor's join, ``GET /join`` with no cookie, from a new client
-address (X-Forwarded-For) each, answered with the waiting page, against
-the bare app sending that answer (``/_bench/sample``, the speed
-benchmark's control). ``joining``: one at a time, each join a Redis call
-of its own (the client's work for it counted); ``joining_together``:
-``TOGETHER`` at once (gathered, as is the sample), sharing a call as a
-storm's joins do in a server.
+a new visitor's join, ``GET /join`` with no cookie, each from a new
+address (X-Forwarded-For), answered with the waiting page, against the bare
+app sending that answer (``/_bench/sample``, the speed benchmark's
+control): ``joining`` one at a time, a Redis call each (the client's work
+for it counted); ``joining_together`` ``TOGETHER`` at once (gathered, as is
+the sample), sharing a call as a storm's joins do in a server.
 
 In-process (the default): the ASGI app called directly, one request after
 another, under valgrind's callgrind; each batch of ``--requests`` follows a
@@ -84,10 +82,9 @@ SAMPLE = "/_bench/sample"  # the bare app sends a join's answer again (benchmark
 TOGETHER = 10  # joins sent at once by joining_together (a storm's calls took about 12)
 # (name, server, path, cookie of which room or None, requests at once: 0,
 # one by one from one address; else from new addresses, so many at once).
-# Polls first: their cookie says when the visitor's liveness was recorded,
-# and a poll records it again once that is over a minute old (a browser
-# takes the new cookie; the speed benchmark's visitor, like this one, does
-# not). Joins before the sample: the bare app sends the last join's answer.
+# Polls first: a poll records liveness again once the cookie's record is a
+# minute old (this visitor, as the speed benchmark's, keeps its first
+# cookie). Joins before the sample: the bare app sends the last join's answer.
 CASES = [
     ("polling", "gated", POLLING[0], POLLING[1], 0),
     ("admitted", "gated", ADMITTED[0], ADMITTED[1], 0),
@@ -144,14 +141,15 @@ def _scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     }
 
 
-async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int, int]]:
+async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int, int, float]]:
     """Runs inside callgrind: each case's warm-up, then its counted requests
-    in chunks of ``CHUNK`` that never give the event loop a turn (so none of
-    the process's background work falls inside a count), with pauses
-    between them for that work (the subscription's pings keep the copies
-    trusted). Returns, for each dump in order, its case, its requests, the
-    Redis commands of its case's whole batch (pauses included) and how many
-    of the batch's requests a copy answered (-1: not a gated case)."""
+    in chunks of ``CHUNK`` (a join's: of ``CHUNK`` turns) that never give
+    the event loop a turn but a join's, with pauses between them for the
+    background's work (the subscription's pings keep the copies trusted).
+    Returns, for each dump in order, its case, its requests, the Redis
+    commands of its case's whole batch (pauses included), how many of the
+    batch's requests a copy answered (-1: not a gated case) and its seconds
+    (0.0 where the loop did not turn)."""
     from starlette.types import Message
 
     from . import app as bench
@@ -197,7 +195,7 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int
             headers.append((b"x-forwarded-for", client_address(next(clients)).encode()))
         return headers
 
-    dumps: list[tuple[str, int, int, int]] = []
+    dumps: list[tuple[str, int, int, int, float]] = []
     for name, server, path, cookie_of, together in CASES:
         app = gate if server == "gated" else bare
         for _ in range(warm):
@@ -209,6 +207,17 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int
             head, body = last[0], b"".join(message["body"] for message in last[1:])
             headers = [(k, v) for k, v in head["headers"] if k != b"content-length"]
             bench.sample = bench.Sample(head["status"], headers, body)
+        # A join's chunk turns the loop, and the process's own work (ticks,
+        # pings) runs then too, by the clock: counted idle, and that rate
+        # times a chunk's seconds taken out of its count (in_process).
+        turns = together > 1 or (together == 1 and server == "gated")
+        if turns:
+            await asyncio.sleep(PAUSE)
+            started = time.monotonic()
+            os.getppid()
+            await asyncio.sleep(IDLE_SECONDS)
+            os.getpgrp()
+            dumps.append((f"{name}:idle", 0, 0, -1, time.monotonic() - started))
         hits = gate.store.admissions.hits, gate.store.fronts.hits
         commands = _commands(url)
         chunks = []
@@ -216,6 +225,7 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int
         for start in range(0, requests, CHUNK * step):
             await asyncio.sleep(PAUSE)
             count = min(CHUNK * step, requests - start)
+            started = time.monotonic()
             os.getppid()
             scopes = [_scope(path, headers_of(cookie_of, together)) for _ in range(count)]
             if together > 1:
@@ -225,11 +235,11 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int
                 for one in scopes:
                     await app(one, receive, drop)
             os.getpgrp()
-            chunks.append(count)
+            chunks.append((count, time.monotonic() - started if turns else 0.0))
         batch_commands = _commands(url) - commands - 1  # less the INFO that read it
         copied = gate.store.admissions.hits - hits[0], gate.store.fronts.hits - hits[1]
         from_copies = copied[COPIED[name]] if name in COPIED else -1
-        dumps += [(name, count, batch_commands, from_copies) for count in chunks]
+        dumps += [(name, count, batch_commands, from_copies, seconds) for count, seconds in chunks]
     await gate.aclose()
     return dumps
 
@@ -245,18 +255,9 @@ def _kept(directory: str, keep: str | None, prefix: str) -> None:
 def in_process(url: str, requests: int, warm: int, keep: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="queuegate-instructions-") as directory:
         command = [
-            *CALLGRIND,
-            f"--callgrind-out-file={directory}/callgrind.out",
-            sys.executable,
-            "-m",
-            "benchmarks.instructions",
-            "--driver",
-            url,
-            "--requests",
-            str(requests),
-            "--warm",
-            str(warm),
-        ]
+            *CALLGRIND, f"--callgrind-out-file={directory}/callgrind.out", sys.executable, "-m",
+            "benchmarks.instructions", "--driver", url, "--requests", str(requests), "--warm", str(warm),
+        ]  # fmt: skip
         # The same dicts' layouts in every run.
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
@@ -265,10 +266,14 @@ def in_process(url: str, requests: int, warm: int, keep: str | None = None) -> d
         order = json.loads(done.stdout.strip().splitlines()[-1])
         counts = _dumps(Path(directory))
         _kept(directory, keep, "in-process")
-    totals: dict[str, int] = {}
+    totals: dict[str, float] = {}
+    idle: dict[str, float] = {}  # a case's process work a second, when it turns the loop
     commands: dict[str, float] = {}  # and shares answered from copies
-    for (name, _, batch_commands, from_copies), count in zip(order, counts, strict=True):
-        totals[name] = totals.get(name, 0) + count
+    for (name, _, batch_commands, from_copies, seconds), count in zip(order, counts, strict=True):
+        if name.endswith(":idle"):
+            idle[name.removesuffix(":idle")] = count / seconds
+            continue
+        totals[name] = totals.get(name, 0) + count - idle.get(name, 0.0) * seconds
         commands[f"{name}_redis_commands"] = round(batch_commands / requests, 3)
         if from_copies >= 0:
             commands[f"{name}_from_copies"] = round(from_copies / requests, 3)
