@@ -1,17 +1,21 @@
 """What the gate costs a request in the app's process, in instructions: a
 figure that does not move with the machine's load (wall-clock and CPU
-seconds on this project's shared 2-core machines moved by a factor of two
-within an hour).
+seconds on this project's shared 2-core machines moved 2x within an hour).
 
     python -m benchmarks.instructions [--requests 2000] [--server] [--json]
 
-The speed benchmark's two cheap scenarios (``python -m benchmarks``), with
-its app (``benchmarks.app``) over a private Redis: an admitted visitor's
+The speed benchmark's scenarios (``python -m benchmarks``), with its app
+(``benchmarks.app``) over a private Redis: an admitted visitor's
 ``GET /page`` (room ``bench-in``, decided from the process's copy of the
-admission) and a waiting visitor's poll, ``GET /_queuegate/status/bench-wait``
+admission), a waiting visitor's poll, ``GET /_queuegate/status/bench-wait``
 (at the front of a short line, answered from the copy of the line's front),
-each against the bare app's ``GET /page``, without a cookie as the speed
-benchmark sends it and with the gated request's cookie.
+each against the bare app's ``GET /page`` without and with the cookie; and
+a new visitor's join, ``GET /join`` with no cookie, each from a new
+address (X-Forwarded-For), answered with the waiting page, against the bare
+app sending that answer (``/_bench/sample``, the speed benchmark's
+control): ``joining`` one at a time, a Redis call each (the client's work
+for it counted); ``joining_together`` ``TOGETHER`` at once (gathered, as is
+the sample), sharing a call as a storm's joins do in a server.
 
 In-process (the default): the ASGI app called directly, one request after
 another, under valgrind's callgrind; each batch of ``--requests`` follows a
@@ -48,6 +52,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 from queuegate.embedded import EmbeddedServer, free_port, server_binary
 
 from .report import print_report
@@ -55,12 +61,7 @@ from .report import print_report
 ROOT = Path(__file__).resolve().parent.parent
 # callgrind zeroes its counters when the driver calls getppid, and dumps them
 # when it calls getpgrp: nothing else in a request calls either.
-CALLGRIND = [
-    "valgrind",
-    "--tool=callgrind",
-    "--zero-before=getppid",
-    "--dump-before=getpgrp",
-]
+CALLGRIND = ["valgrind", "--tool=callgrind", "--zero-before=getppid", "--dump-before=getpgrp"]
 IDLE_SECONDS = 3.0
 # Each gated case is answered from one of the process's copies, without a
 # call of its own: its counter in /_bench/joins, and which of the driver's.
@@ -77,16 +78,22 @@ PAUSE = 0.1  # seconds between chunks: the loop's background work runs then
 SETTLE = 0.3  # seconds between a signal and a batch (the server under callgrind is slow to take it)
 ADMITTED = ("/page", "bench-in")
 POLLING = ("/_queuegate/status/bench-wait", "bench-wait")
-# (name, server, path, cookie of which room or None); the bare server serves
-# /page for both scenarios, as in the speed benchmark. Polls first: their
-# cookie says when the visitor's liveness was recorded, and a poll records
-# it again once that is over a minute old (a browser takes the new cookie;
-# the speed benchmark's visitor, like this one, does not).
+SAMPLE = "/_bench/sample"  # the bare app sends a join's answer again (benchmarks.app)
+TOGETHER = 10  # joins sent at once by joining_together (a storm's calls took about 12)
+# (name, server, path, cookie of which room or None, requests at once: 0,
+# one by one from one address; else from new addresses, so many at once).
+# Polls first: a poll records liveness again once the cookie's record is a
+# minute old (this visitor, as the speed benchmark's, keeps its first
+# cookie). Joins before the sample: the bare app sends the last join's answer.
 CASES = [
-    ("polling", "gated", POLLING[0], POLLING[1]),
-    ("admitted", "gated", ADMITTED[0], ADMITTED[1]),
-    ("bare", "bare", "/page", None),
-    ("bare_with_cookie", "bare", "/page", "bench-in"),
+    ("polling", "gated", POLLING[0], POLLING[1], 0),
+    ("admitted", "gated", ADMITTED[0], ADMITTED[1], 0),
+    ("joining", "gated", "/join", None, 1),
+    ("joining_together", "gated", "/join", None, TOGETHER),
+    ("bare", "bare", "/page", None, 0),
+    ("bare_with_cookie", "bare", "/page", "bench-in", 0),
+    ("bare_sample", "bare", SAMPLE, None, 1),
+    ("bare_sample_together", "bare", SAMPLE, None, TOGETHER),
 ]
 
 
@@ -134,21 +141,25 @@ def _scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     }
 
 
-async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int, int]]:
+async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int, int, float]]:
     """Runs inside callgrind: each case's warm-up, then its counted requests
-    in chunks of ``CHUNK`` that never give the event loop a turn (so none of
-    the process's background work falls inside a count), with pauses
-    between them for that work (the subscription's pings keep the copies
-    trusted). Returns, for each dump in order, its case, its requests, the
-    Redis commands of its case's whole batch (pauses included) and how many
-    of the batch's requests a copy answered (-1: not a gated case)."""
+    in chunks of ``CHUNK`` (a join's: of ``CHUNK`` turns) that never give
+    the event loop a turn but a join's, with pauses between them for the
+    background's work (the subscription's pings keep the copies trusted).
+    Returns, for each dump in order, its case, its requests, the Redis
+    commands of its case's whole batch (pauses included), how many of the
+    batch's requests a copy answered (-1: not a gated case) and its seconds
+    (0.0 where the loop did not turn)."""
     from starlette.types import Message
 
+    from . import app as bench
     from .app import bare, gated
+    from .loadgen import client_address
 
     gate = gated(url, SLOW_TIMEOUT)
     await gate.store.warm()
     answers: list[tuple[int, dict[bytes, bytes]]] = []
+    last: list[Message] = []  # the last answer's start and body
 
     async def receive() -> Message:
         return {"type": "http.request", "body": b"", "more_body": False}
@@ -156,6 +167,9 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int
     async def keep(message: Message) -> None:
         if message["type"] == "http.response.start":
             answers.append((message["status"], dict(message["headers"])))
+            last[:] = [message]
+        else:
+            last.append(message)
 
     async def drop(message: Message) -> None:
         pass
@@ -171,32 +185,61 @@ async def _drive(url: str, requests: int, warm: int) -> list[tuple[str, int, int
         cookie = answers[-1][1][b"set-cookie"]
         cookies[room] = cookie.split(b";", 1)[0]
     await asyncio.sleep(0.5)  # the subscription is live: admissions are copied
-    dumps: list[tuple[str, int, int, int]] = []
-    for name, server, path, cookie_of in CASES:
-        app = gate if server == "gated" else bare
+    clients = iter(range(1, 10_000_000))  # a new visitor's address: each from another
+
+    def headers_of(cookie_of: str | None, together: int) -> list[tuple[bytes, bytes]]:
         headers = [(b"host", b"127.0.0.1")]
         if cookie_of is not None:
             headers.append((b"cookie", cookies[cookie_of]))
+        if together:
+            headers.append((b"x-forwarded-for", client_address(next(clients)).encode()))
+        return headers
+
+    dumps: list[tuple[str, int, int, int, float]] = []
+    for name, server, path, cookie_of, together in CASES:
+        app = gate if server == "gated" else bare
         for _ in range(warm):
-            await get(app, path, list(headers))
+            await get(app, path, headers_of(cookie_of, together))
         status = answers[-1][0]
-        if status != 200:
+        if status != (gate.settings.waiting_status if path in ("/join", SAMPLE) else 200):
             raise RuntimeError(f"{name}: {path} answered {status}")
+        if path == "/join":  # the bare app sends this answer again
+            head, body = last[0], b"".join(message["body"] for message in last[1:])
+            headers = [(k, v) for k, v in head["headers"] if k != b"content-length"]
+            bench.sample = bench.Sample(head["status"], headers, body)
+        # A join's chunk turns the loop, and the process's own work (ticks,
+        # pings) runs then too, by the clock: counted idle, and that rate
+        # times a chunk's seconds taken out of its count (in_process).
+        turns = together > 1 or (together == 1 and server == "gated")
+        if turns:
+            await asyncio.sleep(PAUSE)
+            started = time.monotonic()
+            os.getppid()
+            await asyncio.sleep(IDLE_SECONDS)
+            os.getpgrp()
+            dumps.append((f"{name}:idle", 0, 0, -1, time.monotonic() - started))
         hits = gate.store.admissions.hits, gate.store.fronts.hits
         commands = _commands(url)
         chunks = []
-        for start in range(0, requests, CHUNK):
+        step = max(1, together)
+        for start in range(0, requests, CHUNK * step):
             await asyncio.sleep(PAUSE)
-            count = min(CHUNK, requests - start)
+            count = min(CHUNK * step, requests - start)
+            started = time.monotonic()
             os.getppid()
-            for _ in range(count):
-                await app(_scope(path, list(headers)), receive, drop)
+            scopes = [_scope(path, headers_of(cookie_of, together)) for _ in range(count)]
+            if together > 1:
+                for i in range(0, count, together):
+                    await asyncio.gather(*(app(one, receive, drop) for one in scopes[i : i + together]))
+            else:
+                for one in scopes:
+                    await app(one, receive, drop)
             os.getpgrp()
-            chunks.append(count)
+            chunks.append((count, time.monotonic() - started if turns else 0.0))
         batch_commands = _commands(url) - commands - 1  # less the INFO that read it
         copied = gate.store.admissions.hits - hits[0], gate.store.fronts.hits - hits[1]
         from_copies = copied[COPIED[name]] if name in COPIED else -1
-        dumps += [(name, count, batch_commands, from_copies) for count in chunks]
+        dumps += [(name, count, batch_commands, from_copies, seconds) for count, seconds in chunks]
     await gate.aclose()
     return dumps
 
@@ -212,18 +255,9 @@ def _kept(directory: str, keep: str | None, prefix: str) -> None:
 def in_process(url: str, requests: int, warm: int, keep: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="queuegate-instructions-") as directory:
         command = [
-            *CALLGRIND,
-            f"--callgrind-out-file={directory}/callgrind.out",
-            sys.executable,
-            "-m",
-            "benchmarks.instructions",
-            "--driver",
-            url,
-            "--requests",
-            str(requests),
-            "--warm",
-            str(warm),
-        ]
+            *CALLGRIND, f"--callgrind-out-file={directory}/callgrind.out", sys.executable, "-m",
+            "benchmarks.instructions", "--driver", url, "--requests", str(requests), "--warm", str(warm),
+        ]  # fmt: skip
         # The same dicts' layouts in every run.
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
@@ -232,10 +266,14 @@ def in_process(url: str, requests: int, warm: int, keep: str | None = None) -> d
         order = json.loads(done.stdout.strip().splitlines()[-1])
         counts = _dumps(Path(directory))
         _kept(directory, keep, "in-process")
-    totals: dict[str, int] = {}
+    totals: dict[str, float] = {}
+    idle: dict[str, float] = {}  # a case's process work a second, when it turns the loop
     commands: dict[str, float] = {}  # and shares answered from copies
-    for (name, _, batch_commands, from_copies), count in zip(order, counts, strict=True):
-        totals[name] = totals.get(name, 0) + count
+    for (name, _, batch_commands, from_copies, seconds), count in zip(order, counts, strict=True):
+        if name.endswith(":idle"):
+            idle[name.removesuffix(":idle")] = count / seconds
+            continue
+        totals[name] = totals.get(name, 0) + count - idle.get(name, 0.0) * seconds
         commands[f"{name}_redis_commands"] = round(batch_commands / requests, 3)
         if from_copies >= 0:
             commands[f"{name}_from_copies"] = round(from_copies / requests, 3)
@@ -353,9 +391,9 @@ def under_uvicorn(
                 idle, seconds = _counted(process, Path(directory), asyncio.sleep(IDLE_SECONDS))
                 per_second = idle / seconds
                 report[f"idle_per_second_{mode}"] = round(per_second)
-                for name, server, path, room in CASES:
-                    if server != mode:
-                        continue
+                for name, server, path, room, together in CASES:
+                    if server != mode or together:
+                        continue  # (new visitors' joins: in-process only)
                     headers = {} if room is None else {"Cookie": cookies[room]}
                     asyncio.run(_load(port, path, headers, warm, connections))
                     batch = _load(port, path, headers, requests, connections)
@@ -377,11 +415,14 @@ def under_uvicorn(
 
 
 def _with_gaps(counts: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **counts,
+    gaps = {
         "admitted_gap": counts["admitted"] - counts["bare"],
         "polling_gap": counts["polling"] - counts["bare"],
     }
+    if "joining" in counts:  # the gate's own work for a join: over the bare app sending its answer
+        gaps["joining_gap"] = counts["joining"] - counts["bare_sample"]
+        gaps["joining_together_gap"] = counts["joining_together"] - counts["bare_sample_together"]
+    return {**counts, **gaps}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver", help=argparse.SUPPRESS)  # the process callgrind runs
     args = parser.parse_args(argv)
     if args.driver:
-        print(json.dumps(asyncio.run(_drive(args.driver, args.requests, args.warm))))
+        # On uvloop, as the speed benchmark's servers run (a join's awaits
+        # turn the loop: asyncio's own loop is Python, uvloop's is C).
+        print(json.dumps(uvloop.run(_drive(args.driver, args.requests, args.warm))))
         return 0
     if not shutil.which("valgrind"):
         parser.error("needs valgrind")

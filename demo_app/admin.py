@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hmac
 import html
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from queuegate import ConfigError, Store, admin
+from queuegate import ConfigError, Room, Store, admin
 from queuegate.admin.auth import same_origin
 from queuegate.store import StoreError, UnknownRoom
 
@@ -43,6 +43,7 @@ class ShopControls:
         restock: Callable[[], Awaitable[None]],
         stock_total: int,
         checkout_delay: dict[str, float] | None = None,
+        rooms: Sequence[Room] = (),
     ) -> None:
         self.store = store
         self.token = token
@@ -58,6 +59,7 @@ class ShopControls:
             visitors_url=base_url,
             links=[("Shop controls", "/shop-admin")],
             sign_in=SIGN_IN,
+            rooms=rooms,  # their titles, beside their names
         )
 
     def operator(self, request: Request) -> str | None:

@@ -229,28 +229,6 @@ def create_app(
             "<form method='post'><button type='submit'>Book</button></form></div>",
         )
 
-    office = ShopControls(
-        store, admin_token or secrets.token_urlsafe(16), base_url, stock_left, restock, stock, delay
-    )
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await db.set(stock_key, stock, nx=True)
-        yield
-        await office.aclose()
-        await store.aclose()
-
-    shop = Starlette(
-        routes=[
-            Route("/", home),
-            Route("/checkout", checkout),
-            Route("/checkout/buy", buy, methods=["POST"]),
-            Route("/tickets", tickets),
-            Route("/tickets/{event}/buy", ticket, methods=["GET", "POST"]),
-            *office.routes(),
-        ],
-        lifespan=lifespan,
-    )
     rooms = [
         Room(
             "checkout",
@@ -277,6 +255,28 @@ def create_app(
             accept=lambda values: values["event"] in EVENTS,
         ),
     ]
+    office = ShopControls(
+        store, admin_token or secrets.token_urlsafe(16), base_url, stock_left, restock, stock, delay, rooms
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await db.set(stock_key, stock, nx=True)
+        yield
+        await office.aclose()
+        await store.aclose()
+
+    shop = Starlette(
+        routes=[
+            Route("/", home),
+            Route("/checkout", checkout),
+            Route("/checkout/buy", buy, methods=["POST"]),
+            Route("/tickets", tickets),
+            Route("/tickets/{event}/buy", ticket, methods=["GET", "POST"]),
+            *office.routes(),
+        ],
+        lifespan=lifespan,
+    )
     return QueueGate(
         shop,
         rooms=rooms,

@@ -198,10 +198,14 @@ class ScriptCalls:
         # their encodings are cached (not visitor ids, which would only churn
         # the cache).
         cached = self._encoded
+        # (The join script's keys are its newcomers' clients: new each time.)
+        keys = (
+            [encode(key) for key in extra_keys] if script == "join" else [cached(key) for key in extra_keys]
+        )
         return b"".join(
             [
                 self._head(script, room, len(extra_keys), len(args), fcall),
-                *[cached(key) for key in extra_keys],
+                *keys,
                 *[cached(arg) if len(arg) > 40 or len(arg) < 2 else encode(arg) for arg in args],
             ]
         )

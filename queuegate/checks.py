@@ -4,13 +4,23 @@ them and as operators change them while the room runs."""
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from .i18n import LANGUAGES
 
-__all__ = ["METHODS", "ROOM_SETTINGS", "STATUSES", "ConfigError", "check_language", "check_room_setting"]
+__all__ = [
+    "METHODS",
+    "ROOM_SETTINGS",
+    "STATUSES",
+    "ConfigError",
+    "check_language",
+    "check_room_setting",
+    "unknown_names",
+]
 
 STATUSES = ("open", "paused", "queue_all", "passthrough", "closed")
 METHODS = ("fifo", "random")
@@ -18,6 +28,17 @@ METHODS = ("fifo", "random")
 
 class ConfigError(ValueError):
     """A setting is missing or wrong. The message names the setting."""
+
+
+def unknown_names(names: Iterable[str], known: Iterable[str]) -> str:
+    """``names`` as an error message lists them, each with the known name
+    it is likely a typo of: ``path (did you mean 'paths'?), speed``."""
+    choices = sorted(known)
+    said = []
+    for name in sorted(names):
+        close = difflib.get_close_matches(name, choices, n=1)
+        said.append(f"{name} (did you mean {close[0]!r}?)" if close else name)
+    return ", ".join(said)
 
 
 # The hardest proof of work a room may ask: about a minute of a phone's time

@@ -110,6 +110,24 @@ class ClientAddresses:
     def _resolve(self, peer: str, forwarded: bytes | None) -> str:
         if forwarded is None:
             return self._hop_of(peer.strip()).key
+        if b"," not in forwarded:
+            # One hop behind the peer (one proxy's header, the usual case): the
+            # client when the peer is a trusted proxy and the hop an address,
+            # trusted or not (nothing further is read). Most are new visitors'
+            # canonical IPv4 addresses, their own keys: checked here, without
+            # the hops' cache that each new one only churns.
+            last = self._hop_of(peer.strip())
+            if not last.trusted:
+                return last.key
+            hop = forwarded.decode("latin-1").strip()
+            try:
+                canonical = socket.inet_ntop(socket.AF_INET, socket.inet_pton(socket.AF_INET, hop)) == hop
+            except OSError:
+                canonical = False
+            if canonical:
+                return hop
+            found = self._hop_of(hop)
+            return found.key if found.address else last.key
         found = _NO_HOP
         for hop in reversed([*forwarded.decode("latin-1").split(","), peer]):
             parsed = self._hop_of(hop.strip())

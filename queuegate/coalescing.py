@@ -79,8 +79,10 @@ class Coalescer(Generic[Item, Result]):
         self._sending: set[asyncio.Task[None]] = set()
         self._sweep_at = KEEP_KEYS
 
-    async def add(self, key: str, context: Any, item: Item) -> Result:
-        """``item``'s result, from the next call of ``key``."""
+    def add(self, key: str, context: Any, item: Item) -> asyncio.Future[Result]:
+        """``item``'s result, from the next call of ``key``: a future to await
+        (from a running event loop; not a coroutine, which would cost every
+        item an await level on its way in and back)."""
         loop = asyncio.get_running_loop()
         wait = self.max_wait
         if len(self._gaps) > self._sweep_at or len(self._opened) > self._sweep_at:
@@ -116,7 +118,7 @@ class Coalescer(Generic[Item, Result]):
                 self._flush(key, batch)
         else:
             callers.append(waiter)
-        return await waiter
+        return waiter
 
     def _forget_quiet(self, now: float) -> None:
         """Drop the storm figures of keys quiet for FORGET_S (such a key's

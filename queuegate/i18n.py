@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from importlib.resources import files
+from typing import NamedTuple
 
 from babel import Locale
 from babel.dates import format_time
@@ -38,9 +39,27 @@ LANGUAGES = (
 MAX_ACCEPT_LANGUAGE = 200  # bytes of the header that are read (and cached by)
 
 
+def _pieces(form: str) -> tuple[str, ...]:
+    """A plural form cut at its count (``{num}``), when putting the count in
+    is all ``str.format`` would do to it (a join of the pieces costs a
+    tenth of a format); else ``()``: formatted each time."""
+    pieces = tuple(form.split("{num}"))
+    return () if any("{" in piece or "}" in piece for piece in pieces) else pieces
+
+
 def N_(message: str) -> str:  # the gettext name for "translate later"
     """Marks a text for the catalogs where it is defined; translated when used."""
     return message
+
+
+class _Form(NamedTuple):
+    """A plural form of a catalog's text, and escaped; each cut at its count
+    (see ``_pieces``)."""
+
+    text: str
+    pieces: tuple[str, ...]
+    html: str
+    html_pieces: tuple[str, ...]
 
 
 class Language:
@@ -74,20 +93,26 @@ class Language:
         # functions of their values (places repeat as a line moves through
         # them; estimates are rounded to a few dozen texts).
         self.number: Callable[[int], str] = lru_cache(maxsize=4096)(self._number)
-        self._counted: Callable[[str, str, int], str] = lru_cache(maxsize=4096)(self.plural)
+        # An estimate's text, and as HTML: new counts (a long line's hours,
+        # each newcomer's own) are the count put into its plural form, each
+        # form looked up in the catalog once (by the key ngettext's choice
+        # depends on, as for the people ahead below).
+        self._counted: Callable[[str, str, int], str] = lru_cache(maxsize=4096)(self._count_text)
+        self._counted_html: Callable[[str, str, int], str] = lru_cache(maxsize=4096)(self._count_html)
+        self._forms: dict[tuple[str, str, int, bool], _Form] = {}
         # The waiting page's place and people ahead, HTML-escaped, for a
         # newcomer's new numbers (the caches above miss every time in a
         # storm of joins): a count in the usual pattern needs no escaping
         # when its separator needs none, and the people ahead are the escaped
-        # plural form of the count (by the catalog's rule: the same text
-        # ngettext picks) with the count put in.
+        # plural form of the count (see _form) with the count put in.
         self._group_html = self._group if self._group == html.escape(self._group or "") else None
-        self._ahead_forms: dict[tuple[int, bool], str] = {}
         # The texts without a number, translated once.
         self._nobody = self.text(N_("nobody: you are next"))
         self._nobody_html = html.escape(self._nobody)
         self._unknown = self.text(N_("unknown for now"))
         self._few_seconds = self.text(N_("a few seconds"))
+        self._unknown_html = html.escape(self._unknown)
+        self._few_seconds_html = html.escape(self._few_seconds)
 
     def text(self, message: str, **values: object) -> str:
         translated = self._translations.gettext(message)
@@ -106,20 +131,55 @@ class Language:
         moment = datetime.fromtimestamp(second, UTC)
         return format_time(moment, "medium", tzinfo=UTC, locale=self.locale) + " UTC"
 
+    def _form(self, singular: str, plural: str, count: int) -> _Form:
+        """The catalog's text for ``count`` (what ngettext gives), and escaped.
+        ngettext's text depends on the count's plural form, and on whether
+        it is 1 when the catalog lacks the message: the key of the form.
+        Escaping leaves braces alone, and a count has nothing to escape but
+        its separator: the escaped form with the count put in is the text
+        escaped."""
+        key = (singular, plural, self._translations.plural(count), count == 1)
+        form = self._forms.get(key)
+        if form is None:
+            message = self._translations.ngettext(singular, plural, count)
+            escaped = html.escape(message)
+            form = self._forms[key] = _Form(message, _pieces(message), escaped, _pieces(escaped))
+        return form
+
+    def _count_text(self, singular: str, plural: str, count: int) -> str:
+        """``self.plural(singular, plural, count)``."""
+        form = self._form(singular, plural, count)
+        number = self.number(count)
+        return number.join(form.pieces) if form.pieces else form.text.format(num=number)
+
+    def _count_html(self, singular: str, plural: str, count: int) -> str:
+        """``html.escape(self.plural(singular, plural, count))`` (see _form)."""
+        form = self._form(singular, plural, count)
+        number = self.number_html(count)
+        return number.join(form.html_pieces) if form.html_pieces else form.html.format(num=number)
+
     def eta_text(self, eta_ms: int) -> str:
         """The estimate as people read it; never more precise than it is."""
+        return self._eta(eta_ms, self._counted, self._unknown, self._few_seconds)
+
+    def eta_html(self, eta_ms: int) -> str:
+        """``html.escape(self.eta_text(eta_ms))``."""
+        return self._eta(eta_ms, self._counted_html, self._unknown_html, self._few_seconds_html)
+
+    @staticmethod
+    def _eta(eta_ms: int, counted: Callable[[str, str, int], str], unknown: str, few_seconds: str) -> str:
         if eta_ms < 0:
-            return self._unknown
+            return unknown
         if eta_ms <= 10_000:
-            return self._few_seconds
+            return few_seconds
         if eta_ms < 60_000:
             tens = math.ceil(eta_ms / 10_000) * 10
-            return self._counted(N_("about {num} second"), N_("about {num} seconds"), tens)
+            return counted(N_("about {num} second"), N_("about {num} seconds"), tens)
         minutes = math.ceil(eta_ms / 60_000)
         if minutes < 90:
-            return self._counted(N_("about {num} minute"), N_("about {num} minutes"), minutes)
+            return counted(N_("about {num} minute"), N_("about {num} minutes"), minutes)
         hours = math.ceil(minutes / 60)
-        return self._counted(N_("about {num} hour"), N_("about {num} hours"), hours)
+        return counted(N_("about {num} hour"), N_("about {num} hours"), hours)
 
     def ahead_text(self, ahead: int) -> str:
         if ahead == 0:
@@ -136,17 +196,7 @@ class Language:
         """``html.escape(self.ahead_text(ahead))``."""
         if ahead == 0:
             return self._nobody_html
-        # ngettext's text depends on the count's plural form, and on whether
-        # it is 1 when the catalog lacks the message: the key of the form.
-        key = (self._translations.plural(ahead), ahead == 1)
-        form = self._ahead_forms.get(key)
-        if form is None:
-            message = self._translations.ngettext(N_("{num} person"), N_("{num} people"), ahead)
-            # Escaping leaves braces alone, and a count has nothing to escape
-            # but its separator: escaping the text after putting the count
-            # in is escaping both before.
-            form = self._ahead_forms[key] = html.escape(message)
-        return form.format(num=self.number_html(ahead))
+        return self._count_html(N_("{num} person"), N_("{num} people"), ahead)
 
     def __repr__(self) -> str:
         return f"Language({self.code!r})"

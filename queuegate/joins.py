@@ -67,16 +67,21 @@ class Joins:
         self.calls = 0
         self.unsettled = 0
 
-    async def join(self, room: Any, visitor: str, client: str) -> Any | None:
-        """The answer to ``visitor``'s join, or ``None``: the full call's to give."""
+    def join(self, room: Any, visitor: str, client: str) -> Awaitable[Any | None]:
+        """The answer to ``visitor``'s join, or ``None``: the full call's to
+        give. The coalescer's future itself, no coroutine between: each
+        await level costs a join on its way in and again on its way back."""
         name = room.name
         until = self._unsettled.get(name)
         if until is not None:
-            if asyncio.get_running_loop().time() < until:
+            loop = asyncio.get_running_loop()
+            if loop.time() < until:
                 self.unsettled += 1
-                return None
+                answer: asyncio.Future[Any | None] = loop.create_future()
+                answer.set_result(None)
+                return answer
             del self._unsettled[name]
-        return await self._calls.add(name, room, (visitor, client))
+        return self._calls.add(name, room, (visitor, client))
 
     async def _call(self, room: Any, joins: list[tuple[str, str]]) -> list[Any | None]:
         answers = await self._send(room, joins)

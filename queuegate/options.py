@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import ConfigError, _seconds, _whole, check_language
+from .checks import ConfigError, _seconds, _whole, check_language, unknown_names
 from .settings import Room
 
 __all__ = ["BINDINGS", "Settings"]
@@ -184,7 +184,7 @@ class Settings:
         }
         unknown = sorted(set(options) - set(casts))
         if unknown:
-            raise ConfigError(f"unknown setting(s): {', '.join(unknown)}")
+            raise ConfigError(f"unknown setting(s): {unknown_names(unknown, casts)}")
         values: dict[str, Any] = {}
         for name, (variable, cast) in casts.items():
             if options.get(name) is not None:

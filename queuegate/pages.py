@@ -223,8 +223,8 @@ class Pages:
                 title, room, outcome, status, headers, poll, status_url, leave_url, as_json, language
             )
         lottery = outcome.method == "random"
-        eta_text = language.eta_text(outcome.eta_ms)
         if as_json:
+            eta_text = language.eta_text(outcome.eta_ms)
             ahead_text = language.text(LOTTERY_AHEAD) if lottery else language.ahead_text(outcome.rank)
             # What _JSON.encode makes of the payload {"room": room, "state":
             # "waiting", "method", "ahead", "line", "eta_seconds",
@@ -269,7 +269,7 @@ class Pages:
             "ahead_text": (
                 _escaped(language.text(LOTTERY_AHEAD)) if lottery else language.ahead_html(outcome.rank)
             ),
-            "eta_text": _escaped(eta_text),
+            "eta_text": language.eta_html(outcome.eta_ms),
         }
         return Page(status, headers, moment.fill(own))
 

@@ -21,6 +21,7 @@ from .checks import (
     ConfigError,
     check_language,
     check_room_setting,
+    unknown_names,
 )
 from .target import CONTROLLER_SETTINGS, Health
 
@@ -246,9 +247,16 @@ class Room:
             "target",
             *ROOM_SETTINGS,
         }
-        unknown = sorted((set(data) - known) | (set(data) & set(CONTROLLER_SETTINGS)))
+        unknown = set(data) - known
         if unknown:
-            raise ConfigError(f"unknown room setting(s) {', '.join(unknown)} in {data!r}")
+            raise ConfigError(f"unknown room setting(s) {unknown_names(unknown, known)} in {data!r}")
+        controller = sorted(set(data) & set(CONTROLLER_SETTINGS))
+        if controller:
+            # The controller's run-time names: in code, its settings are the target's.
+            raise ConfigError(
+                f"unknown room setting(s) {', '.join(controller)} in {data!r}: a health target is "
+                'given as "target" (e.g. "target": {"p95_ms": 300, "floor": 1})'
+            )
         if isinstance(data.get("target"), Mapping):
             try:
                 data = {**data, "target": Health(**data["target"])}

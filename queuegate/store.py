@@ -164,9 +164,7 @@ class Store(Operations):
         name = room if isinstance(room, str) else room.name
         if new and join and user_hash is None and proof is None and now is None and not isinstance(room, str):
             joined = await self.joins.join(room, visitor, client)
-            if joined is not None:
-                if joined.state == "waiting":
-                    self.ticker.watch(room)
+            if joined is not None:  # (the ticker was told by join_many)
                 return joined  # type: ignore[no-any-return]
         if user_hash is None and now is None:
             # Admitted, as this process was told, and not revoked since.
@@ -218,6 +216,11 @@ class Store(Operations):
         outcomes = decode_joins(reply, visitors)
         if outcomes and now is None:
             self.clock.learn(outcomes[0].now_ms)
+            # Somebody waits: the room is ticked (once a call, not once a join).
+            for outcome in outcomes:
+                if outcome.state == "waiting":
+                    self.ticker.watch(room)
+                    break
         return outcomes
 
     def _outcome(self, reply: Sequence[Any], room: RoomRef, now: int | None, sent_at: float) -> Outcome:

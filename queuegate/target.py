@@ -11,13 +11,32 @@ from typing import Any, Literal
 
 from .checks import ConfigError, check_room_setting
 
-__all__ = ["CONTROLLER_SETTINGS", "Health"]
+__all__ = ["CONTROLLER_SETTINGS", "Health", "verdict"]
 
 
 # Set through Room(target=Health(...)), not as Room fields of their own.
 CONTROLLER_SETTINGS = ("target_ms", "max_errors", "floor", "ceiling", "settle")
 
 Signal = Literal["room", "app"]
+
+# The controller's reasons (health.lua), by their leading words, as a short
+# verdict an operator can act on: (the reason starts with, verdict).
+# The first that matches wins; the exact reason stays beside it.
+VERDICTS = (
+    ("hold: pinned", "pinned by an operator"),
+    ("hold: the line is not moving", "holding: the line is not moving"),
+    ("hold: too few responses", "holding: too few responses yet"),
+    ("hold: down at minimal load", "holding: the app fails at minimal load"),
+    ("hold:", "holding"),
+    ("raise:", "raising"),
+    ("lower: to the ceiling", "lowering: to the ceiling"),
+    ("lower: error rate", "lowering: app errors over the limit"),
+    ("lower:", "lowering"),
+    ("cut: p95", "cut: app over target"),
+    ("cut: error rate", "cut: app errors over the limit"),
+    ("cut:", "cut"),
+    ("target out of reach", "target out of reach"),
+)
 
 
 @dataclass(frozen=True)
@@ -70,3 +89,14 @@ class Health:
             "ceiling": self.ceiling or 0,
             "settle": self.settle,
         }
+
+
+def verdict(reason: str) -> str:
+    """The controller's last reason (``health_reason``, e.g. ``raise: within
+    target, visitors waiting (capacity x1.25)``) as a short verdict
+    (``raising``); "" before its first decision. A reason of a form not
+    known here is shown by its leading words."""
+    for start, said in VERDICTS:
+        if reason.startswith(start):
+            return said
+    return reason.split(":", 1)[0]

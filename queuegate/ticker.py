@@ -24,6 +24,8 @@ to an empty server) has a new one, or none, and the tick that finds it
 tells every process to drop its copies of the room (``tick.lua``). So a
 copy outlives its room's data by at most one tick interval (``RENEW`` for
 the holder, ``LEASE_MS`` for the others) plus the message's delivery.
+Each process that finds it logs a warning: what an operator set at run
+time went with the data.
 """
 
 from __future__ import annotations
@@ -47,6 +49,19 @@ LEASE_MS = 2000  # a holder that stops is replaced within this
 RENEW = LEASE_MS / 3000  # seconds between a holder's ticks at most (it renews the lease)
 LATE = 0.002  # seconds after a due moment the tick is sent: never before it, in Redis time
 RETRY = 0.5  # seconds before a tick that failed is tried again
+
+
+def _say_lost(name: str) -> None:
+    """The room's state in Redis is not the one this process knew: say what
+    went with it (once a loss, in each process that ticks the room)."""
+    logger.warning(
+        "queuegate: room %r lost its state in Redis (a restart of a Redis that keeps nothing on "
+        "disk, FLUSHALL, a failover to an empty server, or queuegate forget): its line starts "
+        "empty, the settings set at run time (rate, status, pins...) are back to the code's, and "
+        "its health controller starts again; `queuegate show %s` shows what it runs with now",
+        name,
+        name,
+    )
 
 
 class Tick(NamedTuple):
@@ -139,6 +154,9 @@ class Ticker:
             self._due[name] = time.monotonic() + RETRY
             return
         self.ticks += 1
+        heard = self._incarnations.get(name, "")
+        if heard and tick.incarnation != heard:
+            _say_lost(name)
         self._incarnations[name] = tick.incarnation
         now = time.monotonic()
         if tick.waiting == 0 and now >= self._keep.get(name, 0.0):

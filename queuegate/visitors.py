@@ -115,7 +115,7 @@ class Visitors:
         self._warned = False
         # Both cases prebuilt, indexed by Secure or not.
         flags = f"; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax"
-        self._cookie_flags = (flags, flags + "; Secure")
+        self._cookie_flags = (flags.encode(), (flags + "; Secure").encode())
         clear = "=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
         self._cookie_clear = (clear.encode(), (clear + "; Secure").encode())
 
@@ -149,9 +149,9 @@ class Visitors:
         place: int = 0,
         seen_ms: int = 0,
     ) -> tuple[bytes, bytes]:
-        token = self.tokens.issue(room.name, visitor, user_hash, until_ms, binding, place, seen_ms)
-        flags = self._cookie_flags[self.secure(scope)]
-        return (b"set-cookie", room.cookie + f"={token}{flags}".encode())
+        # The token as signed, in bytes: not decoded to be encoded again.
+        token = self.tokens.signed(room.name, visitor, user_hash, until_ms, binding, place, seen_ms)
+        return (b"set-cookie", room.cookie + b"=" + token + self._cookie_flags[self.secure(scope)])
 
     def _client(self, scope: Scope) -> bytes:
         """What a bound cookie is bound to: the client's network and/or agent."""

@@ -106,6 +106,33 @@ async def test_a_health_target_nothing_measures_is_refused(store: Store, redis_u
     assert shown["target_ms"] == 300
 
 
+async def test_giving_the_rate_back_to_a_controller_a_room_lacks_is_refused(
+    store: Store, redis_url: str
+) -> None:
+    """`set --auto` on a room without a health target in code printed
+    `pinned=auto` and changed nothing, where `--target-ms` is refused:
+    refused the same way, by the same script; `--reset all` still goes
+    back to the code's there."""
+    await store.enter(FIXED, "a")
+    await store.enter(ADAPTIVE, "b")
+    with pytest.raises(ConfigError, match="no health target in code"):
+        await store.configure("fixed", pinned=None)
+    refused = console(redis_url, "set", "fixed", "--auto")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert "no health target in code" in refused.stderr
+    assert "target=Health(p95_ms=300)" in refused.stderr
+    async with signed_in(mounted(store, secret=SECRET)) as office:
+        answer = await office.post("/ops/api/rooms/fixed", json={"pinned": None, "status": "paused"})
+        assert answer.status_code == 400
+        assert (await office.get("/ops/api/activity")).json()["activity"] == []
+    assert (await store.stats("fixed"))["status"] == "open"
+    reset = console(redis_url, "set", "fixed", "--status", "paused", "--reset", "all")
+    assert reset.returncode == 0, reset.stderr
+    assert console(redis_url, "set", "fixed", "--reset", "all").returncode == 0
+    assert (await store.stats("fixed"))["run_time"] == []
+    assert console(redis_url, "set", "adaptive", "--auto").stdout == "adaptive: pinned=auto\n"
+
+
 async def test_a_room_s_log_survives_another_store(redis_url: str) -> None:
     # The log is in Redis, not in the process that wrote it.
     first = Store(connect(redis_url, 5.0), actor="ops bot")

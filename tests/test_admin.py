@@ -260,3 +260,24 @@ async def test_redis_away_is_a_clear_503(redis_url: str) -> None:
         assert "Redis unavailable" in down.json()["error"]
         assert (await client.post("/ops/api/rooms/sale", json={"rate": 2})).status_code == 503
     await store.aclose()
+
+
+async def test_rooms_come_with_their_title_and_their_controller_s_verdict(store: Store) -> None:
+    """The title lives in code, not in Redis: given the rooms, the back
+    office shows it; a template's room gets its own. Each room carries its
+    controller's reason as a short verdict (`health_verdict`)."""
+    tickets = Room(
+        "ticket-{event}", paths=["/t/{event}"], rate=1, title=lambda values: f"Gig {values['event']}"
+    )
+    await store.enter(Room("ticket-42", paths=["/t/42"], rate=1), "v")
+    office = mounted(
+        store, secret=SECRET, rooms=[Room("sale", paths=["/sale"], rate=1, title="Spring sale"), tickets]
+    )
+    async with signed_in(office) as client:
+        rooms = {room["room"]: room for room in (await client.get("/ops/api/rooms")).json()["rooms"]}
+        assert (rooms["sale"]["title"], rooms["ticket-42"]["title"]) == ("Spring sale", "Gig 42")
+        assert rooms["sale"]["health_verdict"] == ""  # no controller, no reason
+        detail = (await client.get("/ops/api/rooms/sale")).json()
+        assert detail["stats"]["title"] == "Spring sale"
+    async with signed_in(mounted(store, secret=SECRET)) as client:  # not given: none
+        assert (await client.get("/ops/api/rooms/sale")).json()["stats"]["title"] == ""

@@ -6,6 +6,7 @@ dropped when the subscription goes (closed, or silent under a hung Redis)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -131,6 +132,33 @@ async def test_copies_go_when_the_rooms_data_is_lost(processes: list[Store]) -> 
     assert took < LEASE_MS / 1000 + MARGIN
     for i, store in enumerate(processes):  # Redis decides again: a new line
         assert (await store.enter(ROOM, f"v{i}")).state == "active"
+
+
+async def test_a_room_that_lost_its_data_says_so_in_the_log(
+    processes: list[Store], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis that keeps nothing on disk restarts: every setting an operator
+    changed (here a pause) is back to the code's, and nothing said so. Each
+    process that ticks the room says so, once."""
+    caplog.set_level(logging.WARNING, logger="queuegate")
+    one, other = processes
+    await admitted_and_copied(one, ROOM, "v1")
+    await admitted_and_copied(other, ROOM, "v2")
+    await one.configure(ROOM, status="paused")
+    await asyncio.sleep(0.3)  # each has ticked the room since, and knows its incarnation
+    assert "lost its state" not in caplog.text
+    assert isinstance(one.client, aioredis.Redis)
+    await one.client.flushall()
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "lost its state in Redis" in r.getMessage()]
+
+    await until(lambda: len(said()) >= 2, LEASE_MS / 1000 + 2.0)
+    assert "room 'sale'" in said()[0]
+    assert "back to the code's" in said()[0]
+    assert (await one.stats("sale"))["status"] == "open"
+    await asyncio.sleep(LEASE_MS / 1000)  # more ticks of the new state: nothing more said
+    assert len(said()) == 2
 
 
 async def test_removing_a_visitor_redis_does_not_know_revokes_every_copy(processes: list[Store]) -> None:

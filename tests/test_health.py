@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,12 +21,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+import queuegate
 from benchmarks.families import simulate, visit_seconds
 from benchmarks.plants import Plant as SimPlant
 from benchmarks.plants import Stalling, capacity_rate, make_plant
 from queuegate import Health, QueueGate, Room
 from queuegate.health import BOUNDS_MS
 from queuegate.store import Store, connect
+from queuegate.target import VERDICTS, verdict
 
 from .conftest import SECRET, served
 
@@ -937,3 +941,34 @@ async def test_a_target_out_of_reach_is_tried_again_once_the_app_is_faster(store
     assert any(why.startswith("target out of reach") for why in reasons[:40]), reasons
     assert not reasons[-1].startswith("target out of reach"), reasons[-20:]
     assert max(p95s[-30:]) <= 300, p95s[-30:]
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("raise: within target, visitors waiting (capacity x1.25)", "raising"),
+        ("raise: to the floor, 1", "raising"),
+        ("hold: within target, nobody waiting", "holding"),
+        ("hold: p95 420 ms over the 300 ms target, the last cut is still showing", "holding"),
+        ("hold: pinned by the operator", "pinned by an operator"),
+        ("hold: the line is not moving (paused)", "holding: the line is not moving"),
+        ("cut: p95 420 ms over the 300 ms target", "cut: app over target"),
+        ("cut: error rate 4.0% over 2.0%", "cut: app errors over the limit"),
+        ("lower: error rate 3.1% over 2.0% (graded)", "lowering: app errors over the limit"),
+        ("lower: the visitors inside will bring more than the app can serve", "lowering"),
+        ("target out of reach: p95 at minimal load 900 ms", "target out of reach"),
+        ("", ""),
+        ("ponder: something new", "ponder"),
+    ],
+)
+def test_each_reason_leads_with_a_short_verdict(reason: str, said: str) -> None:
+    assert verdict(reason) == said
+
+
+def test_every_reason_the_controller_writes_has_a_verdict_of_its_own() -> None:
+    """health.lua's reasons, by their leading words, each known to
+    queuegate.target.verdict (a new form would show only its first word)."""
+    law = (Path(queuegate.__file__).parent / "scripts" / "health.lua").read_text()
+    starts = set(re.findall(r"reason = (?:string\.format\()?'([a-z ]+):", law))
+    assert {"raise", "hold", "cut", "lower", "target out of reach"} <= starts
+    assert starts <= {start.split(":")[0] for start, _ in VERDICTS}

@@ -114,6 +114,38 @@ def test_the_waiting_pages_escaped_numbers_are_the_texts_escaped(counts: list[in
             language = language_for(code)
             assert language.ahead_html(count) == html.escape(language.ahead_text(count))
             assert language.number_html(count) == html.escape(language.number(count))
+            # Both are ngettext's form with the count put in (Language.plural).
+            assert language.ahead_text(count) == (
+                language.plural("{num} person", "{num} people", count) if count else language.ahead_text(0)
+            )
+
+
+@given(
+    etas=st.lists(st.integers(-1, 10**11), min_size=1, max_size=30),
+    codes=st.permutations(LANGUAGES),
+)
+def test_the_estimates_are_the_catalogs_texts_and_escaped_alike(etas: list[int], codes: list[str]) -> None:
+    """An estimate's text is ngettext's form for its count with the count in
+    (each language keeps its forms by the key of ngettext's choice), and its
+    escaped text the text escaped, whatever came before."""
+    import html
+    import math
+
+    for eta_ms in [*etas, -1, 0, 10_000, 10_001, 59_999, 60_000, 61_000, 120_000, 89 * 60_000, 5_400_001]:
+        for code in codes:
+            language = language_for(code)
+            text = language.eta_text(eta_ms)
+            assert language.eta_html(eta_ms) == html.escape(text)
+            if eta_ms <= 10_000:
+                continue
+            minutes = math.ceil(eta_ms / 60_000)
+            if eta_ms < 60_000:
+                unit, count = "second", math.ceil(eta_ms / 10_000) * 10
+            elif minutes < 90:
+                unit, count = "minute", minutes
+            else:
+                unit, count = "hour", math.ceil(minutes / 60)
+            assert text == language.plural(f"about {{num}} {unit}", f"about {{num}} {unit}s", count)
 
 
 def test_arabic_has_its_six_plural_forms() -> None:

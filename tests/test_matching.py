@@ -232,6 +232,38 @@ def test_trusted_proxies_are_matched_as_the_ipaddress_module_matches_them(
     assert gate.peer({"client": (str(address), 1)}) == address
 
 
+_HOP_TEXTS = st.one_of(
+    st.ip_addresses().map(str),
+    st.sampled_from(["10.1.2.3", "192.0.2.9", "::ffff:10.1.2.3", "::ffff:198.51.100.7", "unknown", ""]),
+    st.lists(st.integers(0, 999), min_size=3, max_size=5).map(lambda parts: ".".join(map(str, parts))),
+    st.text(alphabet="0123456789.:abcdefx \t", max_size=24),
+)
+
+
+@given(peer=_HOP_TEXTS, hops=st.lists(_HOP_TEXTS, min_size=1, max_size=3))
+def test_a_forwarded_header_s_client_is_the_last_hop_a_trusted_proxy_names(
+    peer: str, hops: list[str]
+) -> None:
+    """A header of one hop takes a shorter way (queuegate.clients, _resolve):
+    every header must name the client that walking its hops from the peer
+    leftwards names (the last address read, stopping after an untrusted one
+    or before one that is not an address)."""
+    from queuegate.clients import _NO_HOP, ClientAddresses
+
+    gate = ClientAddresses(["10.0.0.0/8", "2001:db8::/32", "192.0.2.0/24"])
+    forwarded = ",".join(hops).encode("latin-1")
+    found = _NO_HOP
+    for hop in reversed([*hops, peer]):
+        parsed = gate._hop_of(hop.strip())
+        if not parsed.address:
+            break
+        found = parsed
+        if not parsed.trusted:
+            break
+    assert gate._resolve(peer, forwarded) == found.key
+    assert gate({"client": (peer, 1), "headers": [(b"x-forwarded-for", forwarded)]}) == found.key
+
+
 async def test_ipv4_mapped_clients_are_their_ipv4_address(make_gate: MakeGate) -> None:
     gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1)], trusted_proxies=["10.0.0.0/8"])
 

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -176,3 +177,33 @@ def test_code_wins_over_the_environment() -> None:
 def test_duplicate_room_names() -> None:
     with pytest.raises(ConfigError, match="unique"):
         Settings.load({}, secret_key=SECRET, rooms=[ROOM, ROOM])
+
+
+@pytest.mark.parametrize(
+    ("room", "said"),
+    [
+        ({"name": "x", "path": ["/x"]}, "path (did you mean 'paths'?)"),
+        ({"name": "x", "paths": ["/x"], "rate": 1, "sesion": 60}, "sesion (did you mean 'session'?)"),
+        ({"name": "x", "paths": ["/x"], "speed": 2}, "unknown room setting(s) speed in"),
+        ({"name": "x", "paths": ["/x"], "floor": 2}, 'given as "target"'),
+    ],
+)
+def test_an_unknown_room_setting_names_the_one_it_is_likely_a_typo_of(
+    room: dict[str, Any], said: str
+) -> None:
+    """``"path"`` for ``"paths"`` in QUEUEGATE_ROOMS was only "unknown"."""
+    environ = {
+        "QUEUEGATE_SECRET_KEY": SECRET,
+        "QUEUEGATE_REDIS_URL": "redis://x",
+        "QUEUEGATE_ROOMS": json.dumps([room]),
+    }
+    with pytest.raises(ConfigError) as raised:
+        Settings.load(environ)
+    assert said in str(raised.value)
+
+
+def test_an_unknown_gate_setting_names_the_one_it_is_likely_a_typo_of() -> None:
+    with pytest.raises(ConfigError, match=r"trusted_proxy \(did you mean 'trusted_proxies'\?\)"):
+        Settings.load(
+            {}, secret_key=SECRET, redis_url="redis://x", rooms=[ROOM], trusted_proxy=["10.0.0.0/8"]
+        )

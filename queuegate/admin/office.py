@@ -23,8 +23,11 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from ..checks import ROOM_SETTINGS, ConfigError
+from ..rooms import Rooms
+from ..settings import Room
 from ..simulate import Progress, simulate
 from ..store import Store, StoreError, UnknownRoom
+from ..target import verdict
 from . import activity
 from .auth import (
     CSRF_COOKIE,
@@ -68,8 +71,11 @@ class BackOffice:
         visitors_url: str | None,
         links: Sequence[tuple[str, str]],
         sign_in: str = SIGN_IN,
+        rooms: Sequence[Room] = (),
     ) -> None:
         self.store = store
+        # The rooms of the code, when given: their titles (Redis has none).
+        self.code_rooms = Rooms(rooms, store) if rooms else None
         self.sign_in = sign_in
         self.guard = guard
         self.visitors_url = visitors_url.rstrip("/") if visitors_url else None
@@ -179,7 +185,7 @@ class BackOffice:
         for name in await self.store.room_names():
             stats = await self.store.stats(name)
             figures = await self.store.analytics(name, minutes=0)
-            rooms.append({"room": name, **stats, "waits": _short(figures)})
+            rooms.append({"room": name, **self._described(name, stats), "waits": _short(figures)})
         return JSONResponse(
             {
                 "now": self.store.redis_now_ms(),
@@ -199,7 +205,7 @@ class BackOffice:
             {
                 "room": name,
                 "now": stats["now"],
-                "stats": stats,
+                "stats": self._described(name, stats),
                 "analytics": await self.store.analytics(name, minutes=minutes),
                 "visitors": await self.store.visitors(name, 10),
                 "activity": await activity.latest(self.store, 20, room=name),
@@ -209,6 +215,13 @@ class BackOffice:
     async def activity(self, request: Request, who: str) -> Response:
         count = _bounded_int(request.query_params.get("count", "50"), "count", 1, activity.KEEP)
         return JSONResponse({"activity": await activity.latest(self.store, count)})
+
+    def _described(self, name: str, stats: dict[str, Any]) -> dict[str, Any]:
+        """A room's stats, with its title from code ("" when unknown) and
+        its controller's last reason as a short verdict."""
+        room = self.code_rooms.room(name) if self.code_rooms is not None else None
+        title = room.title_in("en") if room is not None else ""
+        return {**stats, "title": title, "health_verdict": verdict(str(stats.get("health_reason", "")))}
 
     # -- changing ---------------------------------------------------------
 
@@ -351,6 +364,7 @@ def app(
     visitors_url: str | None = None,
     links: Sequence[tuple[str, str]] = (),
     sign_in: str = SIGN_IN,
+    rooms: Sequence[Room] = (),
 ) -> Starlette:
     """The back office, an ASGI app to mount (``app.mount("/admin", ...)``).
 
@@ -359,9 +373,10 @@ def app(
     sign-in form. With neither, every request is refused. ``visitors_url``
     (the site's base URL) enables virtual visitors; ``links`` adds (text, url)
     links to the header. ``sign_in`` tells someone ``auth`` refused how to
-    sign in (plain text).
+    sign in (plain text). ``rooms``, the gate's rooms, lets it show each
+    room's ``title`` beside its name (Redis does not keep titles).
     """
-    office = BackOffice(store, Guard(auth, secret), visitors_url, links, sign_in)
+    office = BackOffice(store, Guard(auth, secret), visitors_url, links, sign_in, rooms)
     starlette = Starlette(routes=office.routes())
     starlette.state.office = office
     return starlette

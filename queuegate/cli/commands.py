@@ -39,6 +39,9 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
         raise CommandError("set: name at least one setting to change, e.g. --rate 20", 2)
     # An unknown room fails here, before anything is written.
     before = await ask(ask.store.stats(args.room))
+    if "all" in args.reset and not args.auto and not before["target_in_code"]:
+        # No controller: the code's is unpinned already, and an unpin is refused.
+        changes.pop("pinned", None)
     written = await ask(ask.store.configure(args.room, **changes))
     if "all" in args.reset:
         kept = {name: value for name, value in written.items() if value != ""}

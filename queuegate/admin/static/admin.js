@@ -32,7 +32,10 @@
     return fetch(ROOT + path, { method: method, credentials: "same-origin", headers: headers,
       body: method === "POST" ? JSON.stringify(body || {}) : undefined })
       .then(function (r) {
-        return r.json().then(function (d) { if (!r.ok) throw new Error(d.error || ("HTTP " + r.status)); return d; });
+        return r.json().then(function (d) {
+          if (!r.ok) { var e = new Error(d.error || ("HTTP " + r.status)); e.status = r.status; throw e; }
+          return d;
+        }, function () { var e = new Error("HTTP " + r.status + " (not the back office's answer)"); e.status = r.status; throw e; });
       });
   }
   function seconds(ms) {
@@ -57,7 +60,10 @@
     };
     var pick = el("button", { type: "button", "class": "quiet", "aria-label": "Show room " + room.room }, room.room);
     pick.addEventListener("click", function () { select(room.room); });
-    cell().appendChild(pick);
+    var name = cell();
+    name.appendChild(pick);
+    // The title visitors see, beside the operator's name for the room.
+    if (room.title) name.appendChild(el("span", { "class": "title" }, room.title));
     var label = function (what) { return what + " of " + room.room; };
     // The status shown is the control that changes it.
     var sel = el("select", { name: "status", "class": "pill " + room.status, "aria-label": label("status") });
@@ -79,10 +85,19 @@
       ? { type: "number", min: "0", step: "50", value: room.target_ms, name: "target_ms", "aria-label": label("target p95 in ms, 0: off") }
       : { type: "number", value: 0, name: "target_ms", disabled: "", title: NO_TARGET, "aria-label": label("target p95 in ms: none") });
     cell().appendChild(target);
-    var health = room.target_ms > 0
-      ? "p95 " + (room.p95_ms < 0 ? "– (no responses measured yet)" : room.p95_ms + " ms") + (room.pinned ? " · pinned" : "") + (room.health_reason ? " · " + room.health_reason : "")
-      : room.target_in_code ? "fixed: target off (0)" : "fixed: no target";
-    cell({ "class": "note health" }, health);
+    var health = cell({ "class": "health" });
+    if (room.target_ms > 0) {
+      // A short verdict first (derived from the reason in one place,
+      // queuegate.target.verdict), then the figures and the exact reason.
+      health.appendChild(el("strong", {}, room.health_verdict || "measuring"));
+      var pinned = room.pinned && room.health_verdict.indexOf("pinned") < 0 ? " · pinned" : "";
+      health.appendChild(el("span", { "class": "note" },
+        " · p95 " + (room.p95_ms < 0 ? "– (no responses measured yet)" : room.p95_ms + " ms") + pinned));
+      if (room.health_reason) health.appendChild(el("span", { "class": "note reason" }, room.health_reason));
+    } else {
+      health.className = "note health";
+      health.textContent = room.target_in_code ? "fixed: target off (0)" : "fixed: no target";
+    }
     var apply = el("button", { type: "button", "aria-label": "Apply to " + room.room }, "Apply");
     apply.addEventListener("click", function () {
       if (!target.checkValidity()) { target.reportValidity(); return; }
@@ -249,7 +264,7 @@
       });
     };
   }
-  function visitorsList(visitors) {
+  function visitorsList(visitors, stats) {
     var box = clear(document.getElementById("visitors"));
     [["waiting", "First in line"], ["active", "Active"]].forEach(function (pair) {
       box.appendChild(el("p", { "class": "note" }, pair[1] + ": " + (visitors[pair[0]].length ? "" : "nobody")));
@@ -259,6 +274,9 @@
         b.addEventListener("click", function () { document.getElementById("visitor-id").value = v[0]; });
         item.appendChild(b); list.appendChild(item);
       });
+      // The list shows the first few: say how many it leaves out.
+      var more = (stats[pair[0]] || 0) - visitors[pair[0]].length;
+      if (more > 0 && visitors[pair[0]].length) list.appendChild(el("li", { "class": "note more" }, "and " + more + " more"));
       box.appendChild(list);
     });
   }
@@ -267,14 +285,33 @@
     if (value !== null) return name + " " + JSON.stringify(value);
     return name === "pinned" ? "pinned off (back to the controller)" : name + " reset to the code's value";
   }
+  // A change's settings: each one, and the resets together in one line.
+  function changeTexts(details) {
+    var said = [], reset = [];
+    Object.keys(details).forEach(function (k) {
+      if (details[k] === null && k !== "pinned") reset.push(k); else said.push(changeText(k, details[k]));
+    });
+    if (reset.length === 1) said.push(changeText(reset[0], null));
+    else if (reset.length) said.push("reset to the code's values: " + reset.join(", "));
+    return said;
+  }
   function activityList(node, entries) {
     clear(node);
     if (!entries.length) node.appendChild(el("li", { "class": "note" }, "no changes yet"));
     entries.forEach(function (a) {
-      var details = Object.keys(a.details).map(function (k) { return changeText(k, a.details[k]); }).join(", ");
+      var details = changeTexts(a.details);
       // null: an entry of no one room (a run of virtual visitors).
       var room = a.room === null ? "" : a.room + " · ";
-      node.appendChild(el("li", {}, new Date(a.at).toLocaleString() + " · " + a.who + " · " + room + a.action + (details ? ": " + details : "")));
+      var head = new Date(a.at).toLocaleString() + " · " + a.who + " · " + room + a.action;
+      // A short change on its line; a long one (--reset all) as a list.
+      var long = details.length > 2 || details.join(", ").length > 120;
+      var item = el("li", {}, head + (details.length ? ": " + (long ? "" : details.join(", ")) : ""));
+      if (long) {
+        var list = el("ul", { "class": "details" });
+        details.forEach(function (d) { list.appendChild(el("li", {}, d)); });
+        item.appendChild(list);
+      }
+      node.appendChild(item);
     });
   }
   // The seed matters only to a room that draws: a lottery, or a scheduled
@@ -293,12 +330,12 @@
       if (room !== selected) return;
       detail = d;
       document.getElementById("detail").hidden = false;
-      document.getElementById("detail-title").textContent = "Room " + room;
+      document.getElementById("detail-title").textContent = "Room " + room + (d.stats.title ? " · " + d.stats.title : "");
       drawMinutes(d.analytics.minutes, d.stats);
       histogram(d.analytics);
       settingsForm(d.stats);
       drawsShown(d.stats);
-      visitorsList(d.visitors);
+      visitorsList(d.visitors, d.stats);
       showActivity();
     }).catch(function (err) { say(err.message, true); });
   }
@@ -318,6 +355,56 @@
     drawLive(); loadDetail();
   }
 
+  // -- when the rooms cannot be read -------------------------------------------
+  // Redis away (503), the back office's server away, or signed out: a banner
+  // says so once (role=alert), the figures stay with the time they were
+  // read, and every control that would fail is off until the next answer.
+  var outage = null, lastRead = null;
+  var OUTAGES = {
+    redis: ["Redis is not answering.", "Redis answers again: the figures are live."],
+    server: ["The back office is not answering.", "The back office answers again: the figures are live."],
+    signedOut: ["You are signed out.", "Signed in again: the figures are live."]
+  };
+  function controlsOff(off) {
+    Array.prototype.forEach.call(document.querySelectorAll("main button, main input, main select"), function (c) {
+      if (c.id === "activity-room") return; // a filter of what the page has: still works
+      if (off && !c.disabled) { c.disabled = true; c.setAttribute("data-offline", ""); }
+      else if (!off && c.hasAttribute("data-offline")) { c.disabled = false; c.removeAttribute("data-offline"); }
+    });
+  }
+  function unreachable(err) {
+    var kind = err.status === 503 ? "redis" : err.status === 401 ? "signedOut" : "server";
+    document.body.classList.add("offline");
+    document.getElementById("clock").textContent = "offline";
+    var asOf = lastRead ? "as of " + lastRead.toLocaleTimeString() + ", not live" : "";
+    Array.prototype.forEach.call(document.querySelectorAll(".as-of"), function (s) { s.textContent = asOf; });
+    controlsOff(true);
+    if (outage === kind) return; // said once
+    outage = kind;
+    var box = clear(document.getElementById("outage"));
+    box.appendChild(el("strong", {}, OUTAGES[kind][0]));
+    box.appendChild(document.createTextNode(" " + (lastRead
+      ? "The figures below were read at " + lastRead.toLocaleTimeString() + " and may be out of date"
+      : "No figures could be read yet") + "; the controls are off until it answers. This page tries again every 2 s."));
+    if (kind === "signedOut") {
+      box.appendChild(document.createTextNode(" "));
+      box.appendChild(el("a", { href: ROOT + "login" }, "Sign in again"));
+    }
+    box.appendChild(el("span", { "class": "detail" }, err.message));
+  }
+  function reachable(d) {
+    lastRead = new Date(d.now);
+    document.getElementById("clock").textContent = "live · " + lastRead.toLocaleTimeString();
+    if (outage === null) return;
+    var kind = outage;
+    outage = null;
+    document.body.classList.remove("offline");
+    clear(document.getElementById("outage"));
+    Array.prototype.forEach.call(document.querySelectorAll(".as-of"), function (s) { s.textContent = ""; });
+    controlsOff(false);
+    say(OUTAGES[kind][1]);
+  }
+
   // -- polling ------------------------------------------------------------
   var ticks = 0, loaded = false;
   // The rooms table's one line of text, in place of its rows.
@@ -328,6 +415,7 @@
   }
   function refresh() {
     api("GET", "api/rooms").then(function (d) {
+      reachable(d);
       d.rooms.forEach(function (room) {
         var h = live[room.room] = live[room.room] || [[], [], [], [], [], []];
         var values = [d.now / 1000, room.waiting, room.active, room.p95_ms < 0 ? null : room.p95_ms, room.target_ms,
@@ -351,13 +439,12 @@
       loaded = true;
       if (!selected && d.rooms.length) select(d.rooms[0].room);
       else if (selected) { drawLive(); if (ticks % 2 === 0) loadDetail(); }
-      document.getElementById("clock").textContent = "live · " + new Date(d.now).toLocaleTimeString();
       document.getElementById("simulate").hidden = !d.virtual_visitors;
       simulationStatus(d.simulation);
       ticks += 1;
     }).catch(function (err) {
-      document.getElementById("clock").textContent = "offline: " + err.message;
       if (!loaded) note("could not load the rooms: " + err.message + " (trying again)");
+      unreachable(err);
     });
     api("GET", "api/activity?count=30").then(function (d) {
       everything = d.activity; showActivity();
