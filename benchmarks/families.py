@@ -4,7 +4,7 @@ rising smoothly, a heavy tail at any load, fast 503s, a heavy request tens
 of seconds after admission with and without the light pages measured,
 load the gate does not see, slow drift, a target out of reach, a queue
 held 10-30 s then 504s, an outage fast or silent, an autoscaled pool,
-cold caches at the start), each with
+cold caches at the start, pauses at any load), each with
 its parameters drawn per seed, against the controller itself
 (``queuegate/scripts/health.lua``) run in a real Redis on simulated clocks.
 

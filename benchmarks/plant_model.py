@@ -375,3 +375,34 @@ class Cold(Pool):
         age = max(0.0, plant.now + plant.clock)
         stretch = 1 + (self.factor - 1) * max(0.0, 1 - age / self.warm_s)
         return self.work(plant.rng) * stretch
+
+
+class Stalling(Pool):
+    """A pool whose work stops for ``pause`` s every ``every`` s from
+    ``offset``, whatever the load (a garbage collector's pause, a
+    database's checkpoint, a noisy neighbour): requests in service wait the
+    pause out, and those that arrive meanwhile queue behind them. Latency
+    no rate causes or cures."""
+
+    def __init__(
+        self, slots: float, work: Callable[[random.Random], float], every: float, pause: float, offset: float
+    ) -> None:
+        super().__init__(slots, work)
+        self.every, self.pause, self.offset = every, pause, offset
+
+    def took(self, plant: Plant) -> float:
+        start = plant.now + plant.clock
+        left = self.work(plant.rng) / 1000
+        at = start
+        while True:
+            # The pause at or before ``at``, and the next one.
+            k = math.floor((at - self.offset) / self.every)
+            begins = self.offset + k * self.every
+            if begins <= at < begins + self.pause:
+                at = begins + self.pause
+                continue
+            following = begins + self.every
+            if at + left <= following:
+                return (at + left - start) * 1000
+            left -= following - at
+            at = following + self.pause

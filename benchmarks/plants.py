@@ -26,6 +26,7 @@ from .plant_model import (
     Report,
     Server,
     Shedding,
+    Stalling,
     Step,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "Pool",
     "Processor",
     "Report",
+    "Stalling",
     "Step",
     "capacity_rate",
     "make_plant",
@@ -222,6 +224,15 @@ def _cold_start(rng: random.Random) -> Built:
     return {"app": server}, _shop(rng), [1.0, 1.0, 1.0], 600.0, {}
 
 
+def _stalls(rng: random.Random) -> Built:
+    work = rng.uniform(100, 300)
+    slots = rng.uniform(6, 14)
+    every = rng.uniform(15, 45)
+    pause = rng.uniform(0.4, 1.5)
+    server = Stalling(slots, _uniform(0.8 * work, 1.2 * work), every, pause, rng.uniform(0, every))
+    return {"app": server}, _shop(rng), [1.0, 1.0, 1.0], 600.0, {}
+
+
 FAMILIES = {
     family.name: family
     for family in (
@@ -245,6 +256,7 @@ FAMILIES = {
             _autoscale,
         ),
         Family("cold_start", "a pool 2-4x slower for its first 30-60 s (cold caches)", _cold_start),
+        Family("stalls", "a pool that stops 0.4-1.5 s every 15-45 s, at any load (pauses)", _stalls),
     )
 }
 

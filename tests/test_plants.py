@@ -19,6 +19,7 @@ from benchmarks.plants import (
     Plant,
     Pool,
     Processor,
+    Stalling,
     capacity_rate,
     make_plant,
 )
@@ -195,6 +196,33 @@ def test_a_cold_pool_is_slow_at_first_then_falls_to_its_work() -> None:
     first = statistics.median(ms for at, ms in plant.served if at < 5)
     warm = statistics.median(ms for at, ms in plant.served if at > app.warm_s + 5)
     assert first == pytest.approx(warm * app.factor, rel=0.25)
+    assert not any(failed for _, failed in plant.outcomes)
+
+
+def test_a_stalling_pool_stops_every_request_for_its_pause_at_any_load() -> None:
+    plant, _, _ = make_plant("stalls", 0, SECONDS)
+    app = plant.servers["app"]
+    assert isinstance(app, Stalling)
+    rate = max(1, round(capacity_rate(plant, 1.0) * 0.2))  # far under capacity: no queue of its own
+    plant.phases = [1.0]
+    for second in range(2 * SECONDS):
+        plant.admit(second, rate)
+        plant.second(second)
+    pauses = [(app.offset + k * app.every, app.offset + k * app.every + app.pause) for k in range(8)]
+    # A request begun in a pause ends after it; one whose time met no pause
+    # took about its work (drawn within 0.8-1.2x its mean), at any load.
+    began_in = [
+        (end, ends) for end, ms in plant.served for begins, ends in pauses if begins <= end - ms / 1000 < ends
+    ]
+    assert began_in
+    assert all(end >= ends for end, ends in began_in)
+
+    def met_a_pause(end: float, ms: float) -> bool:
+        return any(begins < end and end - ms / 1000 < ends for begins, ends in pauses)
+
+    clear = [ms for end, ms in plant.served if not met_a_pause(end, ms)]
+    assert statistics.median(clear) <= 1.5 * min(clear)
+    assert max(ms for _, ms in plant.served) >= app.pause * 1000
     assert not any(failed for _, failed in plant.outcomes)
 
 

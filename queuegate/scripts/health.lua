@@ -62,6 +62,12 @@
 -- answered, it holds at the floor; once within target again, the capacity
 -- and last overload known before the outage's cuts are set back (no more
 -- than the rate admitted then brings, nor the last overload less DRAIN).
+-- A pause is not small either: an overload read with the app completing
+-- under DRAIN x what it completed at the last look within target (a load
+-- does not do that: an app given too much completes what it can), and
+-- within target again before the cut has shown (the visitors inside still
+-- coming), was a pause (a collector's, a checkpoint's), not a fall: the
+-- same evidence is set back.
 -- A target no rate can meet is named: at the floor for a visit's length,
 -- completing no more than the floor's visitors bring, and its answers
 -- still over the target (beyond chance), its errors within their maximum.
@@ -137,7 +143,8 @@ local E0 = 3 -- the end buckets start after n, err, w
 -- at that age (x), and what a request costs there (k, ms).
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
-  'past_at', 'changed_from', 'reach_since', 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value'}
+  'past_at', 'changed_from', 'reach_since', 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
+  'slowed', 'within_done'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -525,7 +532,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     -- The overloads seen were against a target no rate meets: no evidence
     -- of where the app overloads. The law starts again, against the goal.
     redis.call('HDEL', h, 'peak', 'overloaded', 'cut_at', 'probes')
-    redis.call('HDEL', h, 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
+    redis.call('HDEL', h, 'down', 'slowed', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
     put('limit', 0)
     put('probe_done', 0) -- in the slow app's costs
   else
@@ -573,6 +580,12 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           put('pre_peak', st.peak or -1)
           put('pre_limit', st.limit or 0)
           put('pre_value', value)
+          -- Completing far less than at the last look within target: the
+          -- app slowed (a pause, or a fall); it was not overloaded by load
+          -- (an app given too much completes what it can). Told apart at
+          -- the first look within target again.
+          local before = tonumber(st.within_done)
+          if before and done < DRAIN * before then put('slowed', 1) end
         end
         cap = lower
         -- Where the app overloaded: what it completed in the overload.
@@ -618,7 +631,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       end
     elseif within then
       if st.pre_at or st.down then
-        if st.pre_at and st.down and (tonumber(st.pre_cap) or -1) >= 0 then
+        -- (Slowed, and within target again before the cut has shown: the
+        -- app serves the load it slowed under, the visitors inside still
+        -- coming: a pause, not a fall.)
+        local paused = st.slowed and st.pre_at and now - tonumber(st.pre_at) < show_s * 1000
+        if st.pre_at and (st.down or paused) and (tonumber(st.pre_cap) or -1) >= 0 then
           -- Back from an outage: the capacity and the overload known before
           -- it; no more than the rate admitted then brings, nor than where
           -- the app last overloaded, less the drain (a capacity a probe was
@@ -638,10 +655,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- Whether or not it was an outage, the episode is over: a down
         -- mark left behind would set back, at a later overload's first
         -- look within target, what that overload taught.
-        redis.call('HDEL', h, 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
+        redis.call('HDEL', h, 'down', 'slowed', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
       end
       cap = math.max(cap or 0, done)
       put('healthy_value', value)
+      put('within_done', done)
       -- What the app was seen to serve over a whole visit within target.
       -- Over the visit as the profile has it, and longer while older
       -- visitors are seen (a heavy request may come late), up to three.
