@@ -106,6 +106,7 @@ class Answers:
             retry_after=retry_after,
             language=language,
             home=home,
+            title=room.title_in(language.code),
         )
 
     def unavailable(self, room: Room, scope: Scope, as_json: bool) -> Page:

@@ -166,9 +166,10 @@ class QueueGate:
             # there is taken for "lifespan unsupported", and then shows only
             # in each request's 500. Said here as what it is.
             logger.error(
-                "queuegate: the gate did not start, a setting is wrong: %s (a gate added with "
-                "add_middleware under uvicorn's default --lifespan auto lets the server start, and "
-                "every request answers 500 until it is fixed: run uvicorn with --lifespan on)",
+                "queuegate: the gate did not start, a setting is wrong: %s (if the server keeps "
+                "running, as uvicorn's default --lifespan auto lets it with a gate added by "
+                "add_middleware, every request answers 500 until it is fixed: run uvicorn with "
+                "--lifespan on to stop it instead)",
                 exc,
             )
             raise

@@ -402,9 +402,12 @@ class Pages:
         retry_after: int | None = None,
         language: Language | None = None,
         home: str | None = None,
+        title: str = "",
     ) -> Page:
         """Closed, unavailable, left, not found: a short page or JSON; with
-        ``home`` (the site's home page), a link back to it."""
+        ``home`` (the site's home page), a link back to it; with the room's
+        ``title``, the room named under the heading and in the tab, as the
+        waiting page names it."""
         language = language or language_for(DEFAULT)
         extra: Headers = [(b"content-language", language.tag.encode())]
         if retry_after is not None:
@@ -422,9 +425,15 @@ class Pages:
             refresh = f'<noscript><meta http-equiv="refresh" content="{retry_after}"></noscript>'
             seconds = f'<span id="qg-seconds">{retry_after}</span>'
             retry = html.escape(language.text(RETRYING)).replace("{seconds}", seconds)
+        escaped_title = html.escape(title)
+        tab = html.escape(heading)
+        if title:
+            tab = html.escape(language.text(TAB_TITLE)).format(heading=tab, title=escaped_title)
         body = self._in_language(self._message, language).fill(
             {
                 "heading": html.escape(heading),
+                "tab": tab,
+                "room_line": f'<p class="room">{escaped_title}</p>' if title else "",
                 "message": html.escape(message),
                 "refresh": refresh,
                 "retry": "" if retry_after is None else str(retry_after),

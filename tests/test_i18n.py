@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuegate import QueueGate, Room
+from queuegate.embedded import free_port
 from queuegate.i18n import LANGUAGES, language_for, negotiate
 from queuegate.pages import Pages
 from queuegate.settings import ConfigError
@@ -340,3 +341,28 @@ def test_a_language_that_is_not_shipped_is_a_clear_error() -> None:
         Room("sale", paths=["/x"], rate=1, language="klingon")
     with pytest.raises(ConfigError, match="title language"):
         Room("sale", paths=["/x"], rate=1, title={"xx": "?"})
+
+
+async def test_a_short_page_names_the_room_by_its_title(make_gate: MakeGate) -> None:
+    """The short pages (Redis away, a room closed, a visitor refused) name
+    the room as the waiting page does: its title under the heading and in
+    the tab, in the visitor's language, escaped; an untitled room by no name
+    (its name is the operator's)."""
+    rooms = [
+        Room("sale", paths=["/sale"], rate=1, title={"en": "Summer <sale>", "ar": "تخفيضات الصيف"}),
+        Room("internal-line", paths=["/plain"], rate=1),
+    ]
+    gate = await make_gate(rooms=rooms, redis=f"redis://127.0.0.1:{free_port()}", timeout=0.3)
+    for code, title in (("en", "Summer &lt;sale&gt;"), ("ar", "تخفيضات الصيف")):
+        language = language_for(code)
+        asked = [(b"accept-language", code.encode())]
+        status, _, body = await call_asgi(gate, http_scope("/sale", headers=asked))
+        page, heading = body.decode(), html.escape(language.text(MESSAGES["unavailable"][0]))
+        assert status == 503, page
+        assert f'<p class="room">{title}</p>' in page, code
+        tab = html.escape(language.text(TAB_TITLE)).format(heading=heading, title=title)
+        assert f"<title>{tab}</title>" in page, code
+    status, _, body = await call_asgi(gate, http_scope("/plain"))
+    assert status == 503
+    assert 'class="room"' not in body.decode()
+    assert "internal-line" not in re.sub(r"<[^>]*>", "", body.decode())
