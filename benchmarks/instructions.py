@@ -252,19 +252,26 @@ def _kept(directory: str, keep: str | None, prefix: str) -> None:
             shutil.copy(dump, Path(keep) / f"{prefix}.{dump.name}")
 
 
+def driven(module: str, arguments: list[str], directory: str) -> tuple[list[Any], list[int]]:
+    """Run ``module``'s driver (``--driver`` and ``arguments``) under
+    callgrind, its dumps in ``directory``: the order of the batches it
+    printed last, and each batch's instructions."""
+    command = [
+        *CALLGRIND, f"--callgrind-out-file={directory}/callgrind.out", sys.executable, "-m",
+        module, "--driver", *arguments,
+    ]  # fmt: skip
+    # The same dicts' layouts in every run.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the driver failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1]), _dumps(Path(directory))
+
+
 def in_process(url: str, requests: int, warm: int, keep: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="queuegate-instructions-") as directory:
-        command = [
-            *CALLGRIND, f"--callgrind-out-file={directory}/callgrind.out", sys.executable, "-m",
-            "benchmarks.instructions", "--driver", url, "--requests", str(requests), "--warm", str(warm),
-        ]  # fmt: skip
-        # The same dicts' layouts in every run.
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"the driver failed:\n{done.stderr[-3000:]}")
-        order = json.loads(done.stdout.strip().splitlines()[-1])
-        counts = _dumps(Path(directory))
+        arguments = [url, "--requests", str(requests), "--warm", str(warm)]
+        order, counts = driven("benchmarks.instructions", arguments, directory)
         _kept(directory, keep, "in-process")
     totals: dict[str, float] = {}
     idle: dict[str, float] = {}  # a case's process work a second, when it turns the loop

@@ -27,11 +27,8 @@ import argparse
 import gc
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import uvloop
@@ -39,7 +36,7 @@ import uvloop
 from queuegate.embedded import EmbeddedServer, server_binary
 from queuegate.outcomes import Outcome, waiting
 
-from .instructions import CALLGRIND, ROOT, _dumps, _scope
+from .instructions import _scope, driven
 from .report import print_report
 
 TOGETHER = 10  # newcomers in join_many's call
@@ -189,16 +186,7 @@ async def _drive(url: str, calls: int) -> list[tuple[str, int]]:
 
 def counted(url: str, calls: int) -> dict[str, int]:
     with tempfile.TemporaryDirectory(prefix="queuegate-join-parts-") as directory:
-        command = [
-            *CALLGRIND, f"--callgrind-out-file={directory}/callgrind.out", sys.executable, "-m",
-            "benchmarks.join_parts", "--driver", url, "--calls", str(calls),
-        ]  # fmt: skip
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"the driver failed:\n{done.stderr[-3000:]}")
-        order = json.loads(done.stdout.strip().splitlines()[-1])
-        counts = _dumps(Path(directory))
+        order, counts = driven("benchmarks.join_parts", [url, "--calls", str(calls)], directory)
     raw = {name: count / joins for (name, joins), count in zip(order, counts, strict=True)}
     loops = {name: raw["awaited" if name in AWAITED else "nothing"] for name in raw}
     return {name: round(raw[name] - loops[name]) for name in raw if name not in ("nothing", "awaited")}
