@@ -30,6 +30,10 @@ from queuegate.embedded import EmbeddedServer, free_port, server_binary
 from queuegate.store import connect
 
 SECRET = "test-secret-key-0123456789abcdef"
+# Redis's timeout for gates whose tests are not about it: tests of deadlines
+# set their own; elsewhere a stall of a loaded CI machine (a connect that
+# took 0.3 s, past the default 0.25 s) is not the subject.
+PATIENT = 2.0
 
 EXTERNAL = os.environ.get("QUEUEGATE_TEST_REDIS_URL")
 HAS_PATH_SERVER = shutil.which("redis-server") is not None or shutil.which("valkey-server") is not None
@@ -168,9 +172,7 @@ async def make_gate(redis_url: str) -> AsyncIterator[MakeGate]:
         options.setdefault("secret_key", SECRET)
         options.setdefault("redis", redis_url)
         options.setdefault("environ", {})
-        # Tests of deadlines set their own timeout; elsewhere a stall of a
-        # loaded CI machine (a connect that took 0.3 s) is not the subject.
-        options.setdefault("timeout", 2.0)
+        options.setdefault("timeout", PATIENT)
         gate = QueueGate(app, **options)
         gates.append(gate)
         return gate

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from queuegate import QueueGate, Room
 
-from .conftest import SECRET, call_asgi, chromium_or_skip, http_scope, ok_app
+from .conftest import PATIENT, SECRET, call_asgi, chromium_or_skip, http_scope, ok_app
 
 CHROMIUM = chromium_or_skip()
 
@@ -37,7 +37,7 @@ def gate_pages(redis_url: str, accept_language: str = "en") -> dict[str, str]:
             Room("human", paths=["/human*"], rate=1, challenge=1000, title="Ticket drop"),
             Room("plain", paths=["/plain*"], rate=1, per=3600),  # no title: its page shows none
         ]
-        gate = QueueGate(ok_app, rooms=rooms, secret_key=SECRET, redis=redis_url, environ={})
+        gate = QueueGate(ok_app, rooms=rooms, secret_key=SECRET, redis=redis_url, environ={}, timeout=PATIENT)
         down = QueueGate(ok_app, rooms=rooms, secret_key=SECRET, redis="redis://127.0.0.1:1/0", environ={})
         pages: dict[str, str] = {}
 

@@ -14,7 +14,7 @@ import pytest
 from queuegate import QueueGate, Room
 from queuegate.challenges import solve
 
-from .conftest import SECRET, chromium_or_skip, lifespan_app, served
+from .conftest import PATIENT, SECRET, chromium_or_skip, lifespan_app, served
 
 CHROMIUM = chromium_or_skip()
 
@@ -27,7 +27,13 @@ DIFFICULTY = 20_000
 def shop(redis_url: str) -> Iterator[str]:
     room = Room("sale", paths=["/checkout*"], capacity=1, client_limit=0, challenge=DIFFICULTY)
     gate = QueueGate(
-        lifespan_app, rooms=[room], secret_key=SECRET, redis=redis_url, cookie_secure=False, environ={}
+        lifespan_app,
+        rooms=[room],
+        secret_key=SECRET,
+        redis=redis_url,
+        cookie_secure=False,
+        environ={},
+        timeout=PATIENT,
     )
     with served(gate) as base:
         # Someone is inside already (through the challenge, as a JSON client

@@ -15,7 +15,7 @@ import pytest
 
 from queuegate import QueueGate, Room
 
-from .conftest import SECRET, chromium_or_skip, lifespan_app, served
+from .conftest import PATIENT, SECRET, chromium_or_skip, lifespan_app, served
 
 CHROMIUM = chromium_or_skip()
 
@@ -53,6 +53,7 @@ def shop(redis_url: str) -> Iterator[str]:
         redis=redis_url,
         cookie_secure=False,
         environ={},
+        timeout=PATIENT,
     )
     with served(gate) as base:
         yield base
