@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from ..checks import ROOM_SETTINGS, ConfigError
+from ..readings import each_room
 from ..rooms import Rooms
 from ..settings import Room
 from ..simulate import Progress, simulate
@@ -181,11 +182,13 @@ class BackOffice:
     # -- reading ----------------------------------------------------------
 
     async def rooms(self, request: Request, who: str) -> Response:
-        rooms = []
-        for name in await self.store.room_names():
+        async def read(name: str) -> dict[str, Any]:
             stats = await self.store.stats(name)
             figures = await self.store.analytics(name, minutes=0)
-            rooms.append({"room": name, **self._described(name, stats), "waits": _short(figures)})
+            return {"room": name, **self._described(name, stats), "waits": _short(figures)}
+
+        # Many rooms at a time; a room gone since it was listed is left out.
+        rooms = list((await each_room(await self.store.room_names(), read)).values())
         return JSONResponse(
             {
                 "now": self.store.redis_now_ms(),
