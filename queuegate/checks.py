@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -30,14 +30,23 @@ class ConfigError(ValueError):
     """A setting is missing or wrong. The message names the setting."""
 
 
-def unknown_names(names: Iterable[str], known: Iterable[str]) -> str:
+def unknown_names(
+    names: Iterable[str], known: Iterable[str], elsewhere: Mapping[str, Iterable[str]] | None = None
+) -> str:
     """``names`` as an error message lists them, each with the known name
-    it is likely a typo of: ``path (did you mean 'paths'?), speed``."""
-    choices = sorted(known)
+    it is likely a typo of: ``path (did you mean 'paths'?), speed``.
+    ``elsewhere``: names that belong inside another setting, by that
+    setting's name; a near miss of one is said with where it goes:
+    ``flor (did you mean target's 'floor'?)``."""
+    places = {name: "" for name in known}
+    for where, inside in (elsewhere or {}).items():
+        for name in inside:
+            places.setdefault(name, f"{where}'s ")
+    choices = sorted(places)
     said = []
     for name in sorted(names):
         close = difflib.get_close_matches(name, choices, n=1)
-        said.append(f"{name} (did you mean {close[0]!r}?)" if close else name)
+        said.append(f"{name} (did you mean {places[close[0]]}{close[0]!r}?)" if close else name)
     return ", ".join(said)
 
 

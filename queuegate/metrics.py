@@ -179,16 +179,22 @@ async def metrics_text(
     failure = b""
     try:
         names = list(rooms) if rooms is not None else await store.room_names()
-        read = dict(zip(names, await each_room(names, figures), strict=True))
+        read = await each_room(names, figures)  # a room not there is left out
         snapshot = {name: stats for name, (stats, _) in read.items()}
         analytics = {name: figures for name, (_, figures) in read.items()}
     except StoreError as exc:
         if gate is None:
             raise  # nothing else to say: a failed scrape
-        failure = f"# redis unavailable: {exc}\n".encode()
+        failure = f"# redis unavailable: {_one_line(exc)}\n".encode()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(snapshot, analytics, None if gate is None else gate.tokens.foreign))
     return failure + bytes(generate_latest(registry))
+
+
+def _one_line(exc: Exception) -> str:
+    """A failure's text on one line: in a comment of the exposition, a line
+    break would start a line Prometheus cannot parse, and lose the scrape."""
+    return " ".join(str(exc).split())
 
 
 def metrics_app(store: Store, rooms: Iterable[str] | None = None, *, gate: QueueGate | None = None) -> Any:
@@ -201,7 +207,7 @@ def metrics_app(store: Store, rooms: Iterable[str] | None = None, *, gate: Queue
         try:
             body, status, kind = await metrics_text(store, rooms, gate=gate), 200, CONTENT_TYPE_LATEST
         except StoreError as exc:
-            body, status, kind = f"redis unavailable: {exc}\n".encode(), 503, "text/plain"
+            body, status, kind = f"redis unavailable: {_one_line(exc)}\n".encode(), 503, "text/plain"
         headers = [(b"content-type", kind.encode()), (b"cache-control", b"no-store")]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .analytics import summarise
-from .calls import FAILURES, RoomRef, StoreError
+from .calls import FAILURES, RoomRef, StoreError, UnknownRoom
 from .connections import Client
 from .outcomes import text
 from .scripts import constant
@@ -21,30 +21,45 @@ __all__ = ["ACTIVITY_KEEP", "AT_ONCE", "Readings", "each_room"]
 
 # The entries a room's activity log keeps (written in activity.lua).
 ACTIVITY_KEEP = int(constant("activity.lua", "ACTIVITY_KEEP"))
-AT_ONCE = 32  # rooms read together by each_room
+# Rooms read together by each_room. A room's read (its stats script on the
+# pipelined connection, its analytics in one pipeline of plain reads) takes
+# at most one of the client's pooled connections at a time: 8 leaves the
+# gate's default pool of 50 to its requests, and a Sentinel or Cluster pool,
+# which refuses a call past its size ("Too many connections") instead of
+# waiting, is never filled by a scrape.
+AT_ONCE = 8
 
 T = TypeVar("T")
 
 
-async def each_room(names: Sequence[str], read: Callable[[str], Awaitable[T]]) -> list[T]:
-    """``read(name)`` of every room, in the order of ``names``, ``AT_ONCE``
-    rooms at a time: sent together, they share round trips on a pipelined
-    connection (a scrape or a console's view of every room takes a round
-    trip or two, not one a room), and a keyspace of thousands of rooms
-    does not open thousands of calls at once. The first failure is raised,
-    and the reads not yet done are cancelled."""
+async def each_room(names: Sequence[str], read: Callable[[str], Awaitable[T]]) -> dict[str, T]:
+    """``read(name)`` of every room, by name in the order of ``names``,
+    ``AT_ONCE`` rooms at a time: sent together, they share round trips on a
+    pipelined connection (a scrape or a console's view of every room takes
+    a round trip or two, not one a room), and a keyspace of thousands of
+    rooms does not open thousands of calls at once.
+
+    A room that is not there (``UnknownRoom``: gone between the scan that
+    listed it and its read, by its ``forget`` time or ``queuegate forget``,
+    or named by a caller before anybody used it) is left out: every caller
+    shows the rooms there are. Any other failure (Redis down, slow, refusing)
+    is raised, and the reads not yet done are cancelled."""
     bound = asyncio.Semaphore(AT_ONCE)
 
-    async def one(name: str) -> T:
+    async def one(name: str) -> tuple[str, T] | None:
         async with bound:
-            return await read(name)
+            try:
+                return name, await read(name)
+            except UnknownRoom:
+                return None
 
     reads = [asyncio.ensure_future(one(name)) for name in names]
     try:
-        return await asyncio.gather(*reads)
+        done = await asyncio.gather(*reads)
     finally:
         for pending in reads:
             pending.cancel()
+    return dict(pair for pair in done if pair is not None)
 
 
 class Readings:
@@ -85,11 +100,17 @@ class Readings:
         partial minute last); see ``queuegate.analytics``. Reads only."""
         name = room if isinstance(room, str) else room.name
         base = self._base(name)
-        waits = await self.guard(self.client.hgetall(base + "waits"))
         closed = minutes - 1
-        rows = await self.guard(self.client.lrange(base + "minutes", -closed, -1)) if closed > 0 else []
         fields = ("an_start", "an_j", "an_a", "an_g", "an_ws", "an_wn", "an_eta")
-        current = await self.guard(self.client.hmget(self.keys(name)[4], fields))
+        # One round trip on one pooled connection (the keys share the room's
+        # slot), not three: see AT_ONCE.
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(base + "waits")
+        pipe.hmget(self.keys(name)[4], fields)
+        if closed > 0:
+            pipe.lrange(base + "minutes", -closed, -1)
+        waits, current, *more = await self.guard(pipe.execute())
+        rows = more[0] if more else []
         this_minute = None
         if current[0] is not None:
             this_minute = ",".join(

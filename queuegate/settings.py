@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -245,11 +245,14 @@ class Room:
             "title",
             "language",
             "target",
-            *ROOM_SETTINGS,
+            *(name for name in ROOM_SETTINGS if name not in CONTROLLER_SETTINGS),
         }
-        unknown = set(data) - known
+        unknown = set(data) - known - set(CONTROLLER_SETTINGS)
         if unknown:
-            raise ConfigError(f"unknown room setting(s) {unknown_names(unknown, known)} in {data!r}")
+            # A near miss of one of the target's names is said to go in "target"
+            # (suggested as a room's own, it would be refused as one below).
+            said = unknown_names(unknown, known, {"target": [each.name for each in fields(Health)]})
+            raise ConfigError(f"unknown room setting(s) {said} in {data!r}")
         controller = sorted(set(data) & set(CONTROLLER_SETTINGS))
         if controller:
             # The controller's run-time names: in code, its settings are the target's.

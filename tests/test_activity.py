@@ -133,6 +133,38 @@ async def test_giving_the_rate_back_to_a_controller_a_room_lacks_is_refused(
     assert console(redis_url, "set", "adaptive", "--auto").stdout == "adaptive: pinned=auto\n"
 
 
+async def test_a_pin_left_by_a_deploy_that_had_a_target_can_still_be_removed(
+    store: Store, redis_url: str
+) -> None:
+    """A rate pinned under a target stays pinned when a deploy drops the
+    target; the unpin was refused there, so `--reset all` said everything
+    was reset and left the pin, `--auto` and the back office were refused,
+    and a later deploy with a target came back pinned. An unpin that
+    removes a pin goes through; one with nothing to remove is refused."""
+    await store.enter(ADAPTIVE, "a")
+    await store.configure("adaptive", rate=20)  # pins the controller's rate
+    dropped = Room("adaptive", paths=["/a"], rate=5, per=1.0)  # the next deploy: no target
+    await store.enter(dropped, "b")
+    assert (await store.stats("adaptive"))["pinned"] == 1
+    reset = console(redis_url, "set", "adaptive", "--reset", "all")
+    assert reset.returncode == 0, reset.stderr
+    stats = await store.stats("adaptive")
+    assert (stats["pinned"], stats["run_time"]) == (0, [])
+    refused = console(redis_url, "set", "adaptive", "--auto")  # nothing pinned now
+    assert (refused.returncode, "no health target in code" in refused.stderr) == (2, True)
+    await store.enter(ADAPTIVE, "c")
+    await store.configure("adaptive", rate=20)
+    await store.enter(dropped, "d")
+    assert console(redis_url, "set", "adaptive", "--auto").stdout == "adaptive: pinned=auto\n"
+    await store.enter(ADAPTIVE, "e")
+    await store.configure("adaptive", rate=20)
+    await store.enter(dropped, "f")
+    async with signed_in(mounted(store, secret=SECRET)) as office:
+        answer = await office.post("/ops/api/rooms/adaptive", json={"pinned": None})
+        assert answer.status_code == 200, answer.text
+    assert (await store.stats(ADAPTIVE))["pinned"] == 0  # a deploy with a target: the controller's
+
+
 async def test_a_room_s_log_survives_another_store(redis_url: str) -> None:
     # The log is in Redis, not in the process that wrote it.
     first = Store(connect(redis_url, 5.0), actor="ops bot")

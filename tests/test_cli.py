@@ -16,6 +16,8 @@ import pytest
 
 from queuegate import Room, Store
 from queuegate.cli.parser import Parser, _parser
+from queuegate.cli.session import opened
+from queuegate.cli.views import _list
 from queuegate.embedded import free_port
 
 from .conftest import MakeGate, client_for, wait_for_http
@@ -452,3 +454,13 @@ async def test_a_reader_that_stops_early_is_no_error(busy_room: str) -> None:
     assert done.returncode == 0, done.stderr
     assert len(done.stdout) == 10
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.anyio
+async def test_list_leaves_out_a_room_gone_since_it_was_listed(busy_room: str) -> None:
+    """``list --watch`` reads the rooms it listed a while ago: one gone
+    since (or not used yet) was an UnknownRoom for the whole table."""
+    args = _parser().parse_args(["list", "--json"])
+    async with opened(args, busy_room) as ask:
+        listed = json.loads(str(await _list(ask, args, ["sale", "gone"])))
+    assert [row["room"] for row in listed] == ["sale"]

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from queuegate import Health, Room, readings
 from queuegate.embedded import EmbeddedServer
 from queuegate.metrics import metrics_app, metrics_text
+from queuegate.store import StoreError
 
 from .conftest import MakeGate, client_for
 
@@ -177,3 +178,62 @@ async def test_the_rooms_are_read_together_a_bounded_number_at_a_time(
     most = 0
     assert b'queuegate_active{room="r6"} 1.0' in await metrics_text(gate.store)
     assert most == 3
+
+
+async def _forget_after_the_scan(store: Any, room: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The room's keys go (as its ``forget`` time or ``queuegate forget``
+    would delete them) right after the scan that lists it, before its read."""
+    scan = store.room_names
+
+    async def racing() -> list[str]:
+        names: list[str] = await scan()
+        keys = await store.client.keys(f"{store.prefix}:{{{room}}}:*")
+        if keys:
+            await store.client.delete(*keys)
+        return names
+
+    monkeypatch.setattr(store, "room_names", racing)
+
+
+async def test_a_room_gone_or_not_yet_used_is_left_out_not_taken_for_a_redis_outage(
+    make_gate: MakeGate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A room that vanished between the scan and its read, or named in
+    ``rooms=`` before anybody used it, was an UnknownRoom, a StoreError:
+    the scrape said ``queuegate_redis_up 0`` with no rooms (503 without
+    ``gate=``). Only Redis failing is an outage."""
+    gate = await make_gate(rooms=[Room("sale", paths=["/sale"], rate=5), Room("old", paths=["/old"], rate=5)])
+    async with client_for(gate) as visitor:
+        await visitor.get("/sale")
+        await visitor.get("/old")
+    named = (await metrics_text(gate.store, ["sale", "new"], gate=gate)).decode()
+    assert "queuegate_redis_up 1.0" in named
+    assert 'queuegate_active{room="sale"} 1.0' in named
+    assert 'room="new"' not in named
+    await _forget_after_the_scan(gate.store, "old", monkeypatch)
+    for scraped in (await metrics_text(gate.store, gate=gate), await metrics_text(gate.store)):
+        text = scraped.decode()
+        assert "queuegate_redis_up 1.0" in text
+        assert 'queuegate_active{room="sale"} 1.0' in text
+        assert 'room="old"' not in text
+
+
+async def test_a_failure_s_text_stays_on_one_line_of_the_scrape(
+    make_gate: MakeGate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure goes into a comment of the exposition: a line break in
+    it would start a line Prometheus cannot parse, losing the whole scrape."""
+    gate = await make_gate(rooms=[Room("sale", paths=["/sale"], rate=5)])
+
+    async def failing() -> list[str]:
+        raise StoreError("ResponseError: first line\nsecond line")
+
+    monkeypatch.setattr(gate.store, "room_names", failing)
+    text = (await metrics_text(gate.store, gate=gate)).decode()
+    assert text.startswith("# redis unavailable: ResponseError: first line second line\n")
+    families = {family.name for family in text_string_to_metric_families(text)}
+    assert "queuegate_redis_up" in families
+    async with client_for(metrics_app(gate.store)) as scraper:
+        response = await scraper.get("/")
+    assert response.status_code == 503
+    assert response.text == "redis unavailable: ResponseError: first line second line\n"

@@ -186,6 +186,10 @@ def test_duplicate_room_names() -> None:
         ({"name": "x", "paths": ["/x"], "rate": 1, "sesion": 60}, "sesion (did you mean 'session'?)"),
         ({"name": "x", "paths": ["/x"], "speed": 2}, "unknown room setting(s) speed in"),
         ({"name": "x", "paths": ["/x"], "floor": 2}, 'given as "target"'),
+        # A controller's name is not a room's: its near miss says where it goes.
+        ({"name": "x", "paths": ["/x"], "rate": 1, "flor": 2}, "flor (did you mean target's 'floor'?)"),
+        ({"name": "x", "paths": ["/x"], "rate": 1, "setle": 2}, "setle (did you mean target's 'settle'?)"),
+        ({"name": "x", "paths": ["/x"], "rate": 1, "p95": 2}, "p95 (did you mean target's 'p95_ms'?)"),
     ],
 )
 def test_an_unknown_room_setting_names_the_one_it_is_likely_a_typo_of(

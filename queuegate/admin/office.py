@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from importlib.resources import files
 from typing import Any
@@ -23,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
 from ..checks import ROOM_SETTINGS, ConfigError
+from ..readings import each_room
 from ..rooms import Rooms
 from ..settings import Room
 from ..simulate import Progress, simulate
@@ -39,6 +41,8 @@ from .auth import (
     new_csrf_token,
     same_origin,
 )
+
+logger = logging.getLogger("queuegate")
 
 PAGE = files(__package__).joinpath("templates", "index.html").read_text(encoding="utf-8")
 LOGIN = files(__package__).joinpath("templates", "login.html").read_text(encoding="utf-8")
@@ -181,11 +185,13 @@ class BackOffice:
     # -- reading ----------------------------------------------------------
 
     async def rooms(self, request: Request, who: str) -> Response:
-        rooms = []
-        for name in await self.store.room_names():
+        async def read(name: str) -> dict[str, Any]:
             stats = await self.store.stats(name)
             figures = await self.store.analytics(name, minutes=0)
-            rooms.append({"room": name, **self._described(name, stats), "waits": _short(figures)})
+            return {"room": name, **self._described(name, stats), "waits": _short(figures)}
+
+        # Many rooms at a time; a room gone since it was listed is left out.
+        rooms = list((await each_room(await self.store.room_names(), read)).values())
         return JSONResponse(
             {
                 "now": self.store.redis_now_ms(),
@@ -219,9 +225,24 @@ class BackOffice:
     def _described(self, name: str, stats: dict[str, Any]) -> dict[str, Any]:
         """A room's stats, with its title from code ("" when unknown) and
         its controller's last reason as a short verdict."""
-        room = self.code_rooms.room(name) if self.code_rooms is not None else None
-        title = room.title_in("en") if room is not None else ""
-        return {**stats, "title": title, "health_verdict": verdict(str(stats.get("health_reason", "")))}
+        return {
+            **stats,
+            "title": self._title(name),
+            "health_verdict": verdict(str(stats.get("health_reason", ""))),
+        }
+
+    def _title(self, name: str) -> str:
+        """The room's title from code; "" when unknown, or when the code's
+        title (a template's function of the values) fails: logged, not an
+        error of every read of the rooms."""
+        if self.code_rooms is None:
+            return ""
+        try:
+            room = self.code_rooms.room(name)
+            return room.title_in("en") if room is not None else ""
+        except Exception:
+            logger.exception("queuegate: the title of room %r could not be made (its code's title)", name)
+            return ""
 
     # -- changing ---------------------------------------------------------
 

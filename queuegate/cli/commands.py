@@ -27,7 +27,7 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
         changes["pinned"] = None
     for name in args.reset:
         if name == "all":
-            for every in (*ROOM_SETTINGS, "pinned"):
+            for every in ROOM_SETTINGS:
                 changes.setdefault(every, None)  # one given with --reset all keeps its new value
         elif name not in ROOM_SETTINGS:
             raise CommandError(
@@ -39,9 +39,8 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
         raise CommandError("set: name at least one setting to change, e.g. --rate 20", 2)
     # An unknown room fails here, before anything is written.
     before = await ask(ask.store.stats(args.room))
-    if "all" in args.reset and not args.auto and not before["target_in_code"]:
-        # No controller: the code's is unpinned already, and an unpin is refused.
-        changes.pop("pinned", None)
+    if "all" in args.reset and before["pinned"]:
+        changes.setdefault("pinned", None)  # the code's is unpinned: a pin there goes too
     written = await ask(ask.store.configure(args.room, **changes))
     if "all" in args.reset:
         kept = {name: value for name, value in written.items() if value != ""}

@@ -39,7 +39,9 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
     store = ask.store
     if names is None:
         names = await ask(store.room_names())
-    stats = await each_room(names, lambda name: ask(store.stats(name)))
+    # A room gone since it was listed (or named before its first use) is left out.
+    read = await each_room(names, lambda name: ask(store.stats(name)))
+    names, stats = list(read), list(read.values())
     if args.json:
         return json.dumps([{"room": name, **_readable(row)} for name, row in zip(names, stats, strict=True)])
     if not names:

@@ -13,8 +13,12 @@
 -- A health target (target_ms > 0) is refused for a room without one in
 -- code: the app's processes measure the responses only of rooms with a
 -- `target` (queuegate.gate), so nothing would ever reach the controller.
--- So is an unpin (`pinned` "", `set --auto`) there: no controller would
--- take the rate back. Refused with REFUSED <why>, before anything is written.
+-- So is an unpin (`pinned` "", `set --auto`) there when nothing is pinned:
+-- no controller would take the rate back. A pin left from a deploy that had
+-- a target is removed (`--reset all`, `--auto`), or the next deploy with a
+-- target would come back pinned. Refused with REFUSED <why>, before
+-- anything is written: this is the one place the rule lives (the console
+-- and the back office send what the operator asked).
 --
 -- Setting what the controller of a room with a health target holds (its
 -- rate, or the capacity of a room without one) pins it: the controller
@@ -40,7 +44,8 @@ for i = 6, #ARGV, 2 do
       .. 'process measures its responses and a target set here would never act. Give the room one '
       .. 'in code (Room(..., target=Health(p95_ms=' .. ARGV[i + 1] .. '))), then tune it here.')
   end
-  if ARGV[i] == 'pinned' and (tonumber(default[14]) or 0) == 0 then
+  if ARGV[i] == 'pinned' and (tonumber(default[14]) or 0) == 0
+      and redis.call('HEXISTS', KEYS[5], 'pinned') == 0 then
     return redis.error_reply('REFUSED pinned: this room has no health target in code, so no controller '
       .. 'sets its rate and none would take it back (--auto). Give the room one in code '
       .. '(Room(..., target=Health(p95_ms=300))) for that.')

@@ -363,6 +363,7 @@
   var OUTAGES = {
     redis: ["Redis is not answering.", "Redis answers again: the figures are live."],
     server: ["The back office is not answering.", "The back office answers again: the figures are live."],
+    answered: ["The back office answered with an error.", "The back office answers again: the figures are live."],
     signedOut: ["You are signed out.", "Signed in again: the figures are live."]
   };
   function controlsOff(off) {
@@ -373,7 +374,9 @@
     });
   }
   function unreachable(err) {
-    var kind = err.status === 503 ? "redis" : err.status === 401 ? "signedOut" : "server";
+    // "Not answering" only when nothing came back (a network error): any
+    // other status is an answer, said with its status (a 404, a 500 of a bug).
+    var kind = !err.status ? "server" : err.status === 503 ? "redis" : err.status === 401 ? "signedOut" : "answered";
     document.body.classList.add("offline");
     document.getElementById("clock").textContent = "offline";
     var asOf = lastRead ? "as of " + lastRead.toLocaleTimeString() + ", not live" : "";
@@ -382,7 +385,7 @@
     if (outage === kind) return; // said once
     outage = kind;
     var box = clear(document.getElementById("outage"));
-    box.appendChild(el("strong", {}, OUTAGES[kind][0]));
+    box.appendChild(el("strong", {}, kind === "answered" ? "The back office answered " + err.status + "." : OUTAGES[kind][0]));
     box.appendChild(document.createTextNode(" " + (lastRead
       ? "The figures below were read at " + lastRead.toLocaleTimeString() + " and may be out of date"
       : "No figures could be read yet") + "; the controls are off until it answers. This page tries again every 2 s."));
