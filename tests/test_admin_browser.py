@@ -397,6 +397,10 @@ def test_a_redis_outage_is_unmistakable_and_the_page_recovers_by_itself(browser:
                 assert sign_out[0] < heading[1], (heading, sign_out)
 
             sign_out_beside_the_heading()
+            # The keyboard is on a room's rate when Redis goes: it is there
+            # again when Redis answers (a disabled control drops its focus).
+            focused = "tr[data-room=sale] input[name=rate]"
+            page.focus(focused)
 
             server.stop()
             page.wait_for_selector("#outage strong:has-text('Redis is not answering')", timeout=10_000)
@@ -415,6 +419,9 @@ def test_a_redis_outage_is_unmistakable_and_the_page_recovers_by_itself(browser:
             results = Axe().run(page, options={"runOnly": {"type": "tag", "values": WCAG_AA}})
             found = [(v["id"], [n["target"] for n in v["nodes"]][:5]) for v in results.response["violations"]]
             assert found == []
+            # Every part of the page in a landmark: the banner is in main.
+            regions = Axe().run(page, options={"runOnly": {"type": "rule", "values": ["region"]}})
+            assert regions.response["violations"] == []
 
             server.start()
             page.wait_for_selector("#message:has-text('Redis answers again')", timeout=10_000)
@@ -424,5 +431,6 @@ def test_a_redis_outage_is_unmistakable_and_the_page_recovers_by_itself(browser:
             assert page.is_enabled("tr[data-room=sale] input[name=rate]")
             assert page.is_enabled("#drain")
             assert (page.text_content("#clock") or "").startswith("live")
+            assert page.evaluate(f"() => document.activeElement.matches({focused!r})")
     finally:
         server.close()

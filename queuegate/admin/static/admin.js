@@ -366,12 +366,25 @@
     answered: ["The back office answered with an error.", "The back office answers again: the figures are live."],
     signedOut: ["You are signed out.", "Signed in again: the figures are live."]
   };
+  // A control disabled while it had focus drops it to the page: the
+  // keyboard's place is kept (the control, or one of its id after a
+  // redraw) and given back when the controls are on again.
+  var focusedBefore = null;
   function controlsOff(off) {
+    var active = document.activeElement;
     Array.prototype.forEach.call(document.querySelectorAll("main button, main input, main select"), function (c) {
       if (c.id === "activity-room") return; // a filter of what the page has: still works
-      if (off && !c.disabled) { c.disabled = true; c.setAttribute("data-offline", ""); }
+      if (off && !c.disabled) {
+        if (c === active) focusedBefore = { element: c, id: c.id };
+        c.disabled = true; c.setAttribute("data-offline", "");
+      }
       else if (!off && c.hasAttribute("data-offline")) { c.disabled = false; c.removeAttribute("data-offline"); }
     });
+    if (off || !focusedBefore) return;
+    var back = focusedBefore.element.isConnected ? focusedBefore.element
+      : focusedBefore.id ? document.getElementById(focusedBefore.id) : null;
+    focusedBefore = null;
+    if (back && !back.disabled && (document.activeElement === document.body || !document.activeElement)) back.focus();
   }
   function unreachable(err) {
     // "Not answering" only when nothing came back (a network error): any
