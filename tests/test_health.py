@@ -972,3 +972,11 @@ def test_every_reason_the_controller_writes_has_a_verdict_of_its_own() -> None:
     starts = set(re.findall(r"reason = (?:string\.format\()?'([a-z ]+):", law))
     assert {"raise", "hold", "cut", "lower", "target out of reach"} <= starts
     assert starts <= {start.split(":")[0] for start, _ in VERDICTS}
+    # Each verdict's own form names a reason the law writes, word for word
+    # (a reworded reason would fall back to its first word's verdict): the
+    # reasons as written, and those made of a prefix and a `why`.
+    written = set(re.findall(r"'((?:hold|raise|lower|cut|target out of reach): [^']*)'", law))
+    whys = re.findall(r"why = string\.format\('([^']*)'", law)
+    written |= {prefix + why for prefix in written if prefix.endswith(": ") for why in whys}
+    for start, _ in VERDICTS:
+        assert any(reason.startswith(start) for reason in written), start
