@@ -25,16 +25,7 @@ tells every process to drop its copies of the room (``tick.lua``). So a
 copy outlives its room's data by at most one tick interval (``RENEW`` for
 the holder, ``LEASE_MS`` for the others) plus the message's delivery.
 Each process that finds it logs a warning: what an operator set at run
-time went with the data. A room that leaves the ticker is not forgotten:
-its last incarnation is kept (``REMEMBERED`` rooms at most; for a room
-with a ``forget`` time, until its keys may have expired by design), and
-compared at the room's first tick when it is ticked again. So a loss while
-nobody waits (Redis restarted overnight, before a sale) is logged too, at
-the first tick after it: when somebody waits in the room again, when this
-process copies one of its admissions, or when its settings change. Any
-change of a room's settings ticks it once in every process (heard as the
-revocation of its copies), so that each knows the incarnation the new
-settings live in.
+time went with the data.
 """
 
 from __future__ import annotations
@@ -42,10 +33,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
@@ -60,7 +49,6 @@ LEASE_MS = 2000  # a holder that stops is replaced within this
 RENEW = LEASE_MS / 3000  # seconds between a holder's ticks at most (it renews the lease)
 LATE = 0.002  # seconds after a due moment the tick is sent: never before it, in Redis time
 RETRY = 0.5  # seconds before a tick that failed is tried again
-REMEMBERED = 10_000  # rooms no longer ticked whose last incarnation is kept
 
 
 def _say_lost(name: str) -> None:
@@ -68,10 +56,9 @@ def _say_lost(name: str) -> None:
     went with it (once a loss, in each process that ticks the room)."""
     logger.warning(
         "queuegate: room %r lost its state in Redis (a restart of a Redis that keeps nothing on "
-        "disk, FLUSHALL, a failover to an empty server, queuegate forget, or its keys expired): "
-        "its line and the settings set at run time (rate, status, pins...) are gone: it starts "
-        "again empty, its settings back to the code's, and its health controller starts over; "
-        "`queuegate show %s` shows what it runs with now",
+        "disk, FLUSHALL, a failover to an empty server, or queuegate forget): its line starts "
+        "empty, the settings set at run time (rate, status, pins...) are back to the code's, and "
+        "its health controller starts again; `queuegate show %s` shows what it runs with now",
         name,
         name,
     )
@@ -103,10 +90,7 @@ class Ticker:
         self._rooms: dict[str, RoomRef] = {}
         self._due: dict[str, float] = {}  # room -> when to tick it next (time.monotonic())
         self._keep: dict[str, float] = {}  # room -> ticked at least until (time.monotonic())
-        self._incarnations: dict[str, str] = {}  # the rooms ticked: the incarnation last heard
-        # Rooms no longer ticked: the last incarnation heard, and until when
-        # (time.monotonic()) a different one means a loss; oldest first.
-        self._remembered: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._incarnations: dict[str, str] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.ticks = 0  # calls made
@@ -125,21 +109,15 @@ class Ticker:
             return
         self._rooms[name] = room
         self._due[name] = 0.0
-        heard, until = self._remembered.pop(name, ("", 0.0))
-        if heard and time.monotonic() < until:
-            self._incarnations[name] = heard  # compared at its first tick
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
         self._wake.set()
 
     def poke(self, name: str) -> None:
-        """The room's settings changed: tick it now (once, if nobody waits
-        in it: this process then knows the incarnation they live in)."""
+        """The room's settings changed: tick it now if it is watched."""
         if name in self._rooms:
             self._due[name] = 0.0
             self._wake.set()
-        else:
-            self.watch(name)
 
     @property
     def rooms(self) -> frozenset[str]:
@@ -164,9 +142,6 @@ class Ticker:
         try:
             tick = await self._tick(room, self.id, LEASE_MS, self._incarnations.get(name, ""))
         except UnknownRoom:
-            # Known here by name only: it has no state, and a tick cannot
-            # make it anew (a visitor's request will, from the code's).
-            self._heard(name, "")
             self._on_lost(name)
             self._drop(name)
             return
@@ -179,7 +154,10 @@ class Ticker:
             self._due[name] = time.monotonic() + RETRY
             return
         self.ticks += 1
-        self._heard(name, tick.incarnation)
+        heard = self._incarnations.get(name, "")
+        if heard and tick.incarnation != heard:
+            _say_lost(name)
+        self._incarnations[name] = tick.incarnation
         now = time.monotonic()
         if tick.waiting == 0 and now >= self._keep.get(name, 0.0):
             self._drop(name)
@@ -193,28 +171,9 @@ class Ticker:
         if name in self._due:
             self._due[name] = now + after
 
-    def _heard(self, name: str, incarnation: str) -> None:
-        """The room's incarnation now ("": no state): one other than the
-        one heard before is a loss, said here (holder or not)."""
-        heard = self._incarnations.get(name, "")
-        if heard and incarnation != heard:
-            _say_lost(name)
-        self._incarnations[name] = incarnation
-
     def _drop(self, name: str) -> None:
-        room = self._rooms.get(name)
-        heard = self._incarnations.get(name, "")
         for table in (self._rooms, self._due, self._keep, self._incarnations):
             table.pop(name, None)
-        if heard:
-            # A room with a forget time may lose its keys by design once
-            # nobody calls for it that long (from its last call, at most a
-            # lease before this): not a loss to report after that.
-            forget = room.forget if room is not None and not isinstance(room, str) else 0
-            until = time.monotonic() + forget - LEASE_MS / 1000 if forget else math.inf
-            self._remembered[name] = (heard, until)
-            while len(self._remembered) > REMEMBERED:
-                self._remembered.popitem(last=False)
 
     async def aclose(self) -> None:
         task, self._task = self._task, None

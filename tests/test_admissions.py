@@ -161,35 +161,6 @@ async def test_a_room_that_lost_its_data_says_so_in_the_log(
     assert len(said()) == 2
 
 
-async def test_a_room_that_lost_its_data_while_nobody_waited_says_so_once(
-    processes: list[Store], caplog: pytest.LogCaptureFixture
-) -> None:
-    """Redis restarts empty overnight, before a sale, while nobody waits:
-    the ticker had dropped the room and the incarnation it heard with it,
-    so the operator's close silently became the code's open. The room's
-    next tick (here: a visitor admitted, whose admission is copied) says so."""
-    caplog.set_level(logging.WARNING, logger="queuegate")
-    one = processes[0]
-    await one.enter(ROOM, "v1")  # before the subscription is live: not copied, not ticked
-    one.invalidations.start()
-    await until(lambda: one.invalidations.live, 5.0)
-    assert "sale" not in one.ticker.rooms
-    await one.configure(ROOM, status="closed")  # heard: ticked once, then dropped
-    await asyncio.sleep(0.3)
-    assert "sale" not in one.ticker.rooms
-    assert isinstance(one.client, aioredis.Redis)
-    await one.client.flushall()
-
-    def said() -> list[str]:
-        return [r.getMessage() for r in caplog.records if "lost its state in Redis" in r.getMessage()]
-
-    assert (await one.enter(ROOM, "v2")).state == "active"  # open again: the code's
-    await until(lambda: len(said()) >= 1, LEASE_MS / 1000 + 2.0)
-    assert "room 'sale'" in said()[0]
-    await asyncio.sleep(LEASE_MS / 1000)  # more ticks of the new state: nothing more said
-    assert len(said()) == 1
-
-
 async def test_removing_a_visitor_redis_does_not_know_revokes_every_copy(processes: list[Store]) -> None:
     one, other = processes
     await admitted_and_copied(other, ROOM, "v1")
