@@ -21,7 +21,7 @@ import pytest
 
 from queuegate.embedded import free_port
 
-from .conftest import chromium_or_skip, wait_for_http
+from .conftest import PATIENT, chromium_or_skip, wait_for_http
 
 CHROMIUM = chromium_or_skip()
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -38,7 +38,9 @@ def shop(redis_url: str) -> Iterator[str]:
     opened: at 1 per 3 s two page loads on a loaded CI machine outlasted it
     now and then, the line moved, and Bob was shown place 2, not 3)."""
     port = free_port()
-    env = {**os.environ, "QUEUEGATE_REDIS_URL": redis_url}
+    # Redis's timeout as the other browser tests' gates (conftest.PATIENT):
+    # a loaded CI machine's stall is not what this test is about.
+    env = {**os.environ, "QUEUEGATE_REDIS_URL": redis_url, "QUEUEGATE_TIMEOUT": str(PATIENT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "demo_app", "--port", str(port), "--rate", "1", "--per", "6",
          "--admin-token", TOKEN],

@@ -80,6 +80,7 @@ class BackOffice:
         self.store = store
         # The rooms of the code, when given: their titles (Redis has none).
         self.code_rooms = Rooms(rooms, store) if rooms else None
+        self._untitled: set[str] = set()  # rooms whose title failed, logged once
         self.sign_in = sign_in
         self.guard = guard
         self.visitors_url = visitors_url.rstrip("/") if visitors_url else None
@@ -241,7 +242,10 @@ class BackOffice:
             room = self.code_rooms.room(name)
             return room.title_in("en") if room is not None else ""
         except Exception:
-            logger.exception("queuegate: the title of room %r could not be made (its code's title)", name)
+            # Once a room: the rooms are read every 2 s per open page.
+            if name not in self._untitled and len(self._untitled) < 1000:
+                self._untitled.add(name)
+                logger.exception("queuegate: the title of room %r could not be made (its code's title)", name)
             return ""
 
     # -- changing ---------------------------------------------------------

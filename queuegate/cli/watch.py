@@ -81,8 +81,9 @@ async def _rounds(args: argparse.Namespace, url: str, console: Console) -> None:
                 trouble = failing_since = ""
             except (StoreError, UnknownRoom) as exc:
                 failing_since = failing_since or _now()
+                # (A room gone is a StoreError too: said as what it is.)
                 said = (
-                    f"cannot reach Redis at {redacted(url)} ({exc})" if isinstance(exc, StoreError) else exc
+                    exc if isinstance(exc, UnknownRoom) else f"cannot reach Redis at {redacted(url)} ({exc})"
                 )
                 trouble = f"{said}, since {failing_since}; trying again every {duration(args.watch)}"
 
