@@ -434,3 +434,53 @@ def test_a_redis_outage_is_unmistakable_and_the_page_recovers_by_itself(browser:
             assert page.evaluate(f"() => document.activeElement.matches({focused!r})")
     finally:
         server.close()
+
+
+CLEARED = "() => document.getElementById('outage').textContent === ''"
+
+
+def test_the_banner_says_who_answered(redis_url: str, browser: Any) -> None:
+    """A proxy's page in place of the back office's JSON (its 502 when the
+    back office is down, its 503 too) is the back office not answering, not
+    the back office answering 502 (or Redis down); an answer of the back
+    office's own is said with its status, said again when the status changes;
+    and all of it goes when the rooms are read again."""
+    titled = Room("sale", paths=["/sale"], rate=2, per=60.0)
+
+    async def a_line(store: Store) -> None:
+        await store.enter(titled, "ada")
+
+    in_redis(redis_url, a_line)
+    office_store = Store(connect(redis_url, 5.0))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await office_store.aclose()
+
+    office = admin.app(office_store, secret=SECRET)
+    with served(Starlette(routes=[Mount("/ops", office)], lifespan=lifespan)) as base:
+        page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        page.goto(f"{base}/ops/login")
+        page.fill("#secret", SECRET)
+        page.click("button[type=submit]")
+        page.wait_for_selector("tr[data-room=sale]")
+        rooms = "**/ops/api/rooms"
+
+        def answer(status: int, body: str, kind: str) -> None:
+            page.unroute(rooms)
+            page.route(rooms, lambda route: route.fulfill(status=status, body=body, content_type=kind))
+
+        for status in (502, 503):
+            answer(status, "<html><body>Bad gateway</body></html>", "text/html")
+            said = "#outage strong:has-text('The back office is not answering')"
+            page.wait_for_selector(said, timeout=10_000)
+            page.unroute(rooms)
+            page.wait_for_function(CLEARED, timeout=10_000)
+        answer(500, '{"error": "a bug"}', "application/json")
+        page.wait_for_selector("#outage strong:has-text('The back office answered 500.')", timeout=10_000)
+        answer(404, '{"error": "no such thing"}', "application/json")
+        page.wait_for_selector("#outage strong:has-text('The back office answered 404.')", timeout=10_000)
+        page.unroute(rooms)
+        page.wait_for_function(CLEARED, timeout=10_000)
+        assert "The back office answers again" in (page.text_content("#message") or "")

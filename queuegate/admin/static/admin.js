@@ -35,7 +35,11 @@
         return r.json().then(function (d) {
           if (!r.ok) { var e = new Error(d.error || ("HTTP " + r.status)); e.status = r.status; throw e; }
           return d;
-        }, function () { var e = new Error("HTTP " + r.status + " (not the back office's answer)"); e.status = r.status; throw e; });
+        }, function () {
+          // Not JSON: a proxy's answer (a 502, a 504), not the back office's.
+          var e = new Error("HTTP " + r.status + " (not the back office's answer)");
+          e.status = r.status; e.foreign = true; throw e;
+        });
       });
   }
   function seconds(ms) {
@@ -389,14 +393,16 @@
   function unreachable(err) {
     // "Not answering" only when nothing came back (a network error): any
     // other status is an answer, said with its status (a 404, a 500 of a bug).
-    var kind = !err.status ? "server" : err.status === 503 ? "redis" : err.status === 401 ? "signedOut" : "answered";
+    var kind = !err.status || err.foreign ? "server"
+      : err.status === 503 ? "redis" : err.status === 401 ? "signedOut" : "answered";
     document.body.classList.add("offline");
     document.getElementById("clock").textContent = "offline";
     var asOf = lastRead ? "as of " + lastRead.toLocaleTimeString() + ", not live" : "";
     Array.prototype.forEach.call(document.querySelectorAll(".as-of"), function (s) { s.textContent = asOf; });
     controlsOff(true);
-    if (outage === kind) return; // said once
-    outage = kind;
+    var said = kind + (kind === "answered" ? err.status : "");
+    if (outage === said) return; // said once (an answer of another status is said again)
+    outage = said;
     var box = clear(document.getElementById("outage"));
     box.appendChild(el("strong", {}, kind === "answered" ? "The back office answered " + err.status + "." : OUTAGES[kind][0]));
     box.appendChild(document.createTextNode(" " + (lastRead
@@ -412,7 +418,7 @@
     lastRead = new Date(d.now);
     document.getElementById("clock").textContent = "live · " + lastRead.toLocaleTimeString();
     if (outage === null) return;
-    var kind = outage;
+    var kind = outage.replace(/[0-9]+$/, "");
     outage = null;
     document.body.classList.remove("offline");
     clear(document.getElementById("outage"));
