@@ -221,6 +221,19 @@ async def test_after_any_change_every_rank_is_redis_s_once_its_message_is_heard(
             published += await _drain_messages(listener)
             await _heard_everything(polls, room, published)
             answered += await _ranks_agree(polls, room, oracle)
+        # The copy did answer: on loaded cores it may not have been read in
+        # time for any step of a short example (a CI run saw none), so it is
+        # asked again, the room settled, with somebody in line.
+        if not answered:  # (more than any capacity drawn: somebody waits)
+            await other.enter_many(room, [f"j{serial + i:03d}" for i in range(10)])
+        for _ in range(20):
+            if answered:
+                break
+            await other.stats(room)
+            published += await _drain_messages(listener)
+            await _heard_everything(polls, room, published)
+            answered += await _ranks_agree(polls, room, oracle)
+            await asyncio.sleep(0.05)
         assert answered > 0
     finally:
         await listener.aclose()  # type: ignore[no-untyped-call]
