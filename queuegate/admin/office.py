@@ -6,7 +6,6 @@ so it runs in the app's own process or beside it (``queuegate serve-admin``).
 
 from __future__ import annotations
 
-import asyncio
 import html
 import json
 import logging
@@ -27,7 +26,6 @@ from ..checks import ROOM_SETTINGS, ConfigError
 from ..readings import each_room
 from ..rooms import Rooms
 from ..settings import Room
-from ..simulate import Progress, simulate
 from ..store import Store, StoreError, UnknownRoom
 from ..target import verdict
 from . import activity
@@ -41,13 +39,13 @@ from .auth import (
     new_csrf_token,
     same_origin,
 )
+from .virtual import VirtualVisitors
 
 logger = logging.getLogger("queuegate")
 
 PAGE = files(__package__).joinpath("templates", "index.html").read_text(encoding="utf-8")
 LOGIN = files(__package__).joinpath("templates", "login.html").read_text(encoding="utf-8")
 MAX_BODY = 16 * 1024
-MAX_VIRTUAL_VISITORS = 5000
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -83,10 +81,8 @@ class BackOffice:
         self._untitled: set[str] = set()  # rooms whose title failed, logged once
         self.sign_in = sign_in
         self.guard = guard
-        self.visitors_url = visitors_url.rstrip("/") if visitors_url else None
+        self.virtual = VirtualVisitors(visitors_url) if visitors_url else None
         self.links = list(links)
-        self.simulation: Progress | None = None
-        self.simulation_task: asyncio.Task[Progress] | None = None
 
     # -- the door ---------------------------------------------------------
 
@@ -199,8 +195,8 @@ class BackOffice:
                 "who": who,
                 "settings": sorted(SETTABLE),
                 "rooms": rooms,
-                "simulation": self._simulation(),
-                "virtual_visitors": self.visitors_url is not None,
+                "simulation": self.virtual.figures() if self.virtual is not None else None,
+                "virtual_visitors": self.virtual is not None,
             }
         )
 
@@ -287,65 +283,17 @@ class BackOffice:
         return JSONResponse({"room": name, "seed": seed, "seed_sha256": stats["seed_sha256"]})
 
     async def start_simulation(self, request: Request, who: str) -> Response:
-        if self.visitors_url is None:
+        if self.virtual is None:
             return _error("virtual visitors are off: pass visitors_url= to queuegate.admin.app", 409)
-        if self.simulation_task is not None and not self.simulation_task.done():
+        if self.virtual.running:
             return _error("virtual visitors are already running", 409)
-        options = await _json(request)
-        visitors = options.get("visitors", 200)
-        path = options.get("path", "/")
-        give_up = options.get("give_up", 0.3)
-        leave = options.get("leave", True)
-        if (
-            isinstance(visitors, bool)
-            or not isinstance(visitors, int)
-            or not 1 <= visitors <= MAX_VIRTUAL_VISITORS
-        ):
-            raise ConfigError(f"visitors must be a whole number from 1 to {MAX_VIRTUAL_VISITORS}")
-        if not isinstance(path, str) or not path.startswith("/") or path.startswith("//"):
-            raise ConfigError("path must be a path on the site, like /checkout")
-        if isinstance(give_up, bool) or not isinstance(give_up, (int, float)) or not 0 <= give_up <= 1:
-            raise ConfigError("give_up must be between 0 and 1")
-        if not isinstance(leave, bool):
-            raise ConfigError("leave must be true (they press Leave the line) or false (they close the tab)")
-        self.simulation = Progress(visitors)
-        self.simulation_task = asyncio.create_task(
-            simulate(
-                self.visitors_url + path,
-                visitors,
-                concurrency=min(visitors, 200),
-                give_up=give_up,
-                progress=self.simulation,
-                leave=leave,
-            )
-        )
-        details = {"visitors": visitors, "path": path, "give_up": give_up, "leave": leave}
+        details = self.virtual.start(await _json(request))
         await activity.record(self.store, who, "virtual visitors", details)
         return JSONResponse({"running": True, **details})
 
-    def _simulation(self) -> dict[str, Any] | None:
-        if self.simulation is None:
-            return None
-        progress = self.simulation
-        running = self.simulation_task is not None and not self.simulation_task.done()
-        reasons = sorted(progress.reasons.items(), key=lambda pair: -pair[1])
-        return {
-            "running": running,
-            "started": progress.started,
-            "waiting": progress.waiting,
-            # Every visitor is in one of these: not started yet (at most
-            # `concurrency` run at once), asking for the page, waiting, done.
-            "not_started": progress.visitors - progress.started,
-            "arriving": progress.started - progress.waiting - progress.done,
-            **progress.summary(),
-            # After the summary, whose own error_reasons (a mapping) this
-            # list for the page replaces.
-            "error_reasons": [{"reason": reason, "count": count} for reason, count in reasons[:5]],
-        }
-
     async def aclose(self) -> None:
-        if self.simulation_task is not None:
-            self.simulation_task.cancel()
+        if self.virtual is not None:
+            self.virtual.cancel()
 
     def routes(self) -> list[Route | Mount]:
         api = self.api
