@@ -23,7 +23,8 @@ def warming(store: Store, rooms: Rooms, receive: Receive) -> Receive:
     starts, so the first requests keep their whole deadline, and make
     each room of the code known in Redis (templates aside), so that the
     console, a Store and the back office can pause it or set its rate
-    before its first visitor. Redis not answering is logged, never
+    before its first visitor; then look for a loss of Redis's data every
+    few seconds (``queuegate.dataloss``). Redis not answering is logged, never
     fatal: gated requests fail closed (or open, as configured) until it
     answers."""
 
@@ -40,6 +41,7 @@ def warming(store: Store, rooms: Rooms, receive: Receive) -> Receive:
                 )
             else:
                 await _register(store, rooms)
+            store.data_watch.start()  # a loss of Redis's data said, even while nobody waits
         return message
 
     return warming_receive

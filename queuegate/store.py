@@ -23,6 +23,7 @@ from .admissions import LocalAdmissions
 from .calls import FAILURES, RoomRef, ScriptCalls, StoreError, UnknownRoom
 from .challenges import Proof
 from .connections import Client, connect, redacted
+from .dataloss import DataWatch
 from .farback import FarBack, View
 from .fronts import FRONT_PLACES, FrontCopies
 from .invalidations import Invalidations
@@ -124,6 +125,9 @@ class Store(Operations):
         self.joins = Joins(self.join_many)
         # The rooms somebody waits in move on time (queuegate.ticker).
         self.ticker = Ticker(self.tick, lambda room: self.admissions.revoke(room, "*", self.redis_now_ms()))
+        # Redis's data lost while nobody waits (no tick sees it): said by a
+        # gate's processes from their start (queuegate.dataloss).
+        self.data_watch = DataWatch(self.calls.together, prefix, self.redis_now_ms)
 
     def _revoked(self, room: str, visitor: str, at_ms: int) -> None:
         self.admissions.revoke(room, visitor, at_ms)
@@ -388,6 +392,7 @@ class Store(Operations):
         await self.calls.warm()
 
     async def aclose(self) -> None:
+        await self.data_watch.aclose()
         await self.joins.aclose()
         await self.ticker.aclose()
         await self.far_back.aclose()

@@ -1,0 +1,138 @@
+"""A loss of Redis's data is said while nobody waits (queuegate.dataloss):
+a real server of the test's own, killed and started again empty, or kept
+on disk, with no room ticked and nobody in any line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import redis.asyncio as aioredis
+
+from queuegate import QueueGate, Room, Store
+from queuegate.connections import connect
+from queuegate.embedded import EmbeddedServer, server_binary
+
+from .conftest import SECRET, lifespan_app, running
+
+pytestmark = pytest.mark.anyio
+
+EVERY = 0.1  # seconds between looks here (5 in a gate)
+SAID = "Redis lost its data"
+
+
+async def until(condition: Callable[[], bool], seconds: float) -> float:
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < seconds, "not within the time allowed"
+        await asyncio.sleep(0.01)
+    return time.monotonic() - start
+
+
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if SAID in r.getMessage()]
+
+
+@pytest.fixture
+async def watched(own_server: EmbeddedServer) -> AsyncIterator[list[Store]]:
+    """Two processes' stores on the server, each looking every EVERY s."""
+    stores = [Store(connect(own_server.url, 0.5), prefix="qgl") for _ in range(2)]
+    for store in stores:
+        store.data_watch.start(EVERY)
+    await until(lambda: all(store.data_watch.known is not None for store in stores), 5.0)
+    yield stores
+    for store in stores:
+        await store.aclose()
+
+
+async def test_a_redis_restarted_empty_is_said_by_each_process_while_nobody_waits(
+    own_server: EmbeddedServer, watched: list[Store], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="queuegate")
+    one, other = watched
+    room = Room("sale", paths=["/sale"], rate=1, per=1)
+    await one.stats(room)  # known in Redis, as a gate makes it at its start
+    await one.configure("sale", status="paused")  # a setting set at run time, and nobody waits
+    await asyncio.sleep(3 * EVERY)
+    assert not warnings(caplog)
+    own_server.kill()
+    own_server.start()  # empty: this server keeps nothing on disk
+    probe = aioredis.Redis.from_url(own_server.url)
+    try:
+        took = await until(lambda: len(warnings(caplog)) >= 2, 5.0)
+        assert took < 2.0, f"said {took:.2f} s after the server was back"
+        assert "'qgl'" in warnings(caplog)[0]
+        assert "back to the code's" in warnings(caplog)[0]
+        assert one.data_watch.losses == other.data_watch.losses == 1
+        await asyncio.sleep(5 * EVERY)  # more looks at the key made again: nothing more said
+        assert len(warnings(caplog)) == 2
+        assert await probe.get("qgl:since") is not None
+    finally:
+        await probe.aclose()
+
+
+@pytest.mark.parametrize("how", ["flushall", "deleted"])
+async def test_data_gone_from_a_running_redis_is_said(
+    own_server: EmbeddedServer, watched: list[Store], caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    caplog.set_level(logging.WARNING, logger="queuegate")
+    probe = aioredis.Redis.from_url(own_server.url)
+    try:
+        if how == "flushall":
+            await probe.flushall()
+        else:
+            await probe.delete("qgl:since")
+        await until(lambda: len(warnings(caplog)) >= 2, 5.0)
+    finally:
+        await probe.aclose()
+
+
+async def test_a_restart_that_keeps_the_data_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """Kept on disk (or by a replica that takes over): the key is still
+    there, and no loss is said."""
+    caplog.set_level(logging.INFO, logger="queuegate")
+    kept = ["--appendonly", "yes", "--appendfsync", "always"]
+    with EmbeddedServer(server_binary("path"), args=kept) as server:
+        store = Store(connect(server.url, 0.5), prefix="qgl")
+        try:
+            store.data_watch.start(EVERY)
+            await until(lambda: store.data_watch.known is not None, 5.0)
+            known = store.data_watch.known
+            server.kill()
+            server.start()
+            await asyncio.sleep(0.5)  # the store reconnects
+            await until(lambda: store.data_watch.known == known, 5.0)
+            await asyncio.sleep(5 * EVERY)
+            assert store.data_watch.losses == 0
+            assert not warnings(caplog)
+        finally:
+            await store.aclose()
+
+
+async def test_a_gate_looks_from_its_start_and_says_a_first_start_once(
+    own_server: EmbeddedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="queuegate")
+    gates = [
+        QueueGate(
+            lifespan_app,
+            rooms=[Room("sale", paths=["/sale"], rate=1, per=1)],
+            secret_key=SECRET,
+            redis=own_server.url,
+            environ={},
+        )
+        for _ in range(2)
+    ]
+    try:
+        async with running(gates[0]), running(gates[1]):
+            await until(lambda: all(gate.store.data_watch.known is not None for gate in gates), 5.0)
+            assert gates[0].store.data_watch.known == gates[1].store.data_watch.known
+            firsts = [r for r in caplog.records if "held no data" in r.getMessage()]
+            assert len(firsts) == 1  # the second process found the key the first made
+            assert not warnings(caplog)
+    finally:
+        for gate in gates:
+            await gate.store.aclose()
