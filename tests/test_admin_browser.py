@@ -326,7 +326,7 @@ def test_what_an_operator_reads_at_a_glance(redis_url: str, browser: Any) -> Non
             await store.enter(titled, f"visitor-{i:02d}")
         await store.enter(ADAPTIVE, "someone")
         await store.configure("sale", status="paused", who="ada")
-        await store.configure("sale", **{name: None for name in ROOM_SETTINGS}, who="ada")
+        await store.configure("sale", reset_all=True, who="ada")
 
     in_redis(redis_url, a_line)
     office_store = Store(connect(redis_url, 5.0))
