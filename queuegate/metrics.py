@@ -19,16 +19,30 @@ If Redis fails, a scrape without ``gate=`` has nothing to say: it answers
 process's own counts need no Redis, and a 503 would lose them (Prometheus
 reads nothing of a failed scrape): it answers them, without the rooms, with
 ``queuegate_redis_up`` 0 (1 when the rooms were read).
+
+Rooms named in ``rooms=`` are checked twice. A name that cannot be a
+room's (not 1-100 letters, digits, '-' or '_'; or one string given for
+the list, whose letters would be taken for names) is refused when the
+app is made (``ConfigError``). A name Redis has no room for (misspelt,
+not used yet, or forgotten) can only be told at a scrape: the room is
+exported as ``queuegate_room_found{room="..."} 0`` (1 for every room
+read), and a warning is logged, by ``metrics_app`` once until the room
+is found again, by ``metrics_text`` at each call. Nothing else about it
+is exported, and the other rooms are, so one bad name never costs the
+scrape.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import logging
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
 
+from .checks import ConfigError
 from .readings import each_room
+from .settings import ROOM_NAME
 from .store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -51,6 +65,8 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 __all__ = ["metrics_app", "metrics_text"]
+
+logger = logging.getLogger("queuegate")
 
 GAUGES = {
     "waiting": "Visitors waiting in line",
@@ -82,6 +98,10 @@ REDIS_UP = (
     "1 when this scrape read the rooms from Redis; 0: Redis failed, and only this process's own counts"
     " are given"
 )
+ROOM_FOUND = (
+    "1 when the room was read from Redis; 0: a room named to the exporter that Redis has no state"
+    " for (misspelt, not used yet, or forgotten), and nothing else of it is given"
+)
 FOREIGN_COOKIES = (
     "Cookies signed, but with none of this process's secret keys, counted by this process since it"
     " started: usually processes with different secret_key, which send a visitor to the back of the"
@@ -96,10 +116,12 @@ class _Snapshot:
         self,
         rooms: dict[str, dict[str, Any]] | None,
         analytics: dict[str, dict[str, Any]],
+        missing: list[str],
         foreign: int | None,
     ) -> None:
         self.rooms = rooms  # None: Redis failed
         self.analytics = analytics
+        self.missing = missing  # named, but not in Redis
         self.foreign = foreign
 
     def collect(self) -> Iterator[Metric]:
@@ -120,6 +142,12 @@ class _Snapshot:
             for room, stats in rooms.items():
                 counter.add_metric([room], float(stats[name]))
             yield counter
+        found = GaugeMetricFamily("queuegate_room_found", ROOM_FOUND, labels=["room"])
+        for room in rooms:
+            found.add_metric([room], 1.0)
+        for room in self.missing:
+            found.add_metric([room], 0.0)
+        yield found
         state = GaugeMetricFamily("queuegate_open", "1 when the room admits as configured", labels=["room"])
         for room, stats in rooms.items():
             state.add_metric([room], 1.0 if stats["status"] == "open" else 0.0)
@@ -169,25 +197,63 @@ async def metrics_text(
 ) -> bytes:
     """The scrape's text. If Redis fails: StoreError without ``gate``; with
     one, its process's own counts and ``queuegate_redis_up`` 0, the failure
-    in a comment."""
+    in a comment. A name in ``rooms`` that cannot be a room's: ConfigError;
+    one Redis has no room for: ``queuegate_room_found`` 0, and a warning."""
+    return await _scrape(store, _named(rooms), gate, set())
+
+
+def _named(rooms: Iterable[str] | None) -> list[str] | None:
+    """The rooms named to the exporter, once (an iterator would be empty at
+    the second scrape), each a name a room can have."""
+    if rooms is None:
+        return None
+    if isinstance(rooms, str):
+        raise ConfigError(f"rooms must be a list of room names, got the string {rooms!r}: rooms=[{rooms!r}]")
+    names = list(dict.fromkeys(rooms))
+    wrong = [name for name in names if not isinstance(name, str) or not ROOM_NAME.fullmatch(name)]
+    if wrong:
+        said = ", ".join(map(repr, wrong))
+        raise ConfigError(f"rooms: {said} cannot be a room's name (1-100 letters, digits, '-' or '_')")
+    return names
+
+
+async def _scrape(
+    store: Store, names: Sequence[str] | None, gate: QueueGate | None, warned: set[str]
+) -> bytes:
+    """The scrape's text; a named room not found is warned of unless in
+    ``warned`` (then added to it; a room found again leaves it)."""
 
     async def figures(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
         return await store.stats(name), await store.analytics(name, minutes=0)
 
     snapshot: dict[str, dict[str, Any]] | None = None
     analytics: dict[str, dict[str, Any]] = {}
+    missing: list[str] = []
     failure = b""
     try:
-        names = list(rooms) if rooms is not None else await store.room_names()
-        read = await each_room(names, figures)  # a room not there is left out
+        listed = names if names is not None else await store.room_names()
+        read = await each_room(listed, figures)  # a room not there is left out
         snapshot = {name: stats for name, (stats, _) in read.items()}
         analytics = {name: figures for name, (_, figures) in read.items()}
     except StoreError as exc:
         if gate is None:
             raise  # nothing else to say: a failed scrape
         failure = f"# redis unavailable: {_one_line(exc)}\n".encode()
+    if snapshot is not None and names is not None:
+        # Named, so expected: said, where a room gone since a scan is not.
+        missing = [name for name in names if name not in snapshot]
+        for name in missing:
+            if name not in warned:
+                logger.warning(
+                    "queuegate: metrics: Redis has no room %r, named in rooms= (misspelt, not used yet, or "
+                    "forgotten): exported as queuegate_room_found 0, and nothing else of it",
+                    name,
+                )
+        warned.difference_update(snapshot)
+        warned.update(missing)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(snapshot, analytics, None if gate is None else gate.tokens.foreign))
+    foreign = None if gate is None else gate.tokens.foreign
+    registry.register(_Snapshot(snapshot, analytics, missing, foreign))
     return failure + bytes(generate_latest(registry))
 
 
@@ -200,12 +266,16 @@ def _one_line(exc: Exception) -> str:
 def metrics_app(store: Store, rooms: Iterable[str] | None = None, *, gate: QueueGate | None = None) -> Any:
     """An ASGI app answering GET with the rooms' metrics; with ``gate``,
     that gate's process's own counts too. If Redis fails: 503, or with
-    ``gate`` its own counts and ``queuegate_redis_up`` 0."""
+    ``gate`` its own counts and ``queuegate_redis_up`` 0. A name in
+    ``rooms`` that cannot be a room's is refused here (ConfigError); one
+    Redis has no room for is warned of once, until it is found again."""
+    names = _named(rooms)
+    warned: set[str] = set()
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         assert scope["type"] == "http"
         try:
-            body, status, kind = await metrics_text(store, rooms, gate=gate), 200, CONTENT_TYPE_LATEST
+            body, status, kind = await _scrape(store, names, gate, warned), 200, CONTENT_TYPE_LATEST
         except StoreError as exc:
             body, status, kind = f"redis unavailable: {_one_line(exc)}\n".encode(), 503, "text/plain"
         headers = [(b"content-type", kind.encode()), (b"cache-control", b"no-store")]

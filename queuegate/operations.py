@@ -21,7 +21,7 @@ from .farback import FarBack
 from .fronts import FrontCopies
 from .outcomes import text
 from .readings import ACTIVITY_KEEP, Readings
-from .settings import ConfigError, check_room_setting
+from .settings import ROOM_SETTINGS, ConfigError, check_room_setting
 from .stats import figure, in_people_units
 
 logger = logging.getLogger("queuegate")
@@ -124,7 +124,13 @@ class Operations(Readings):
         return entry
 
     async def configure(
-        self, room: RoomRef, *, now: int | None = None, who: str | None = None, **changes: Any
+        self,
+        room: RoomRef,
+        *,
+        now: int | None = None,
+        who: str | None = None,
+        reset_all: bool = False,
+        **changes: Any,
     ) -> dict[str, str]:
         """Change run-time settings (seconds for durations); ``None`` resets one
         to the room's default from code. ``seed=...`` sets the lottery's secret.
@@ -134,10 +140,15 @@ class Operations(Readings):
         configure.lua). In a room with a health target, a value given for
         what its controller holds (the rate, or the capacity of a room
         without one) pins it, even beside ``pinned=None`` (which unpins).
+        ``reset_all=True`` (``queuegate set --reset all``) resets every
+        setting not given beside it and removes a pin, in the same call
+        (a pin made meanwhile is wholly before or wholly after it).
         Logged under ``who`` (by default, ``actor``).
         Returns the fields written as Redis keeps them (ms for durations;
-        "": back to the code's), the pair's other half included."""
-        pairs: list[str] = []
+        "": back to the code's), the pair's other half included; with
+        ``reset_all``, ``"reset_all"`` names the settings set at run time
+        before it, comma-separated ("": none)."""
+        pairs: list[str] = ["reset_all", "1"] if reset_all else []
         for name, value in changes.items():
             if name == "pinned":
                 # Setting the rate or capacity pins them (configure.lua);
@@ -155,6 +166,9 @@ class Operations(Readings):
             name = room if isinstance(room, str) else room.name
             self.far_back.forget(name)
             shown = {key: "(secret)" if key == "seed" else value for key, value in changes.items()}
+            if reset_all:
+                # The log names each setting reset (configure.lua adds a pin removed).
+                shown.update({setting: None for setting in ROOM_SETTINGS if setting not in shown})
             details = json.dumps(shown, default=str)
             try:
                 reply = await self._call("configure", room, now, who or self.actor, details, *pairs)

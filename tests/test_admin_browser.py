@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,40 @@ def in_redis(redis_url: str, work: Any) -> Any:
         return pool.submit(asyncio.run, run()).result()
 
 
+@contextmanager
+def signed_in(
+    browser: Any,
+    store: Store,
+    *,
+    viewport: tuple[int, int] = (1280, 720),
+    problems: list[str] | None = None,
+    **office: Any,
+) -> Iterator[tuple[Any, str]]:
+    """A back office on ``store`` (``office``: admin.app's options), served
+    and signed in to from a page of a browser context of its own, which
+    asked for the office first and was sent to its sign-in. Yields the page
+    and the server's address; the server stops, and ``store`` is closed,
+    after. The page's errors go to ``problems`` from its first load."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await store.aclose()
+
+    app = Starlette(routes=[Mount("/ops", admin.app(store, secret=SECRET, **office))], lifespan=lifespan)
+    with served(app) as base:
+        width, height = viewport
+        page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+        if problems is not None:
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(f"{base}/ops/")
+        assert page.url.endswith("/ops/login")
+        page.fill("#secret", SECRET)
+        page.click("button[type=submit]")
+        yield page, base
+
+
 def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
     now = int(time.time() * 1000)
 
@@ -78,25 +112,10 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         await store.enter(ADAPTIVE, "someone")
 
     in_redis(redis_url, an_event_so_far)
-    office_store = Store(connect(redis_url, 5.0))
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await office_store.aclose()
-
-    app = Starlette(routes=[Mount("/ops", admin.app(office_store, secret=SECRET))], lifespan=lifespan)
     ARTIFACTS.mkdir(exist_ok=True)
-    with served(app) as base:
-        page = browser.new_context(viewport={"width": 1280, "height": 1400}).new_page()
-        problems: list[str] = []
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
-
-        page.goto(f"{base}/ops/")
-        assert page.url.endswith("/ops/login")
-        page.fill("#secret", SECRET)
-        page.click("button[type=submit]")
+    problems: list[str] = []
+    office_store = Store(connect(redis_url, 5.0))
+    with signed_in(browser, office_store, viewport=(1280, 1400), problems=problems) as (page, base):
         page.wait_for_selector("tr[data-room=sale]")
         page.locator("tr[data-room=sale] button", has_text="sale").click()
         page.wait_for_selector("#detail-title:has-text('Room sale')")
@@ -247,18 +266,7 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
 def signed_in_until(browser: Any, store: Store, selector: str) -> Any:
     """Signs in to a back office on ``store`` and waits for ``selector``;
     returns the page (its server stopped, what it shows kept)."""
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await store.aclose()
-
-    app = Starlette(routes=[Mount("/ops", admin.app(store, secret=SECRET))], lifespan=lifespan)
-    with served(app) as base:
-        page = browser.new_context().new_page()
-        page.goto(f"{base}/ops/login")
-        page.fill("#secret", SECRET)
-        page.click("button[type=submit]")
+    with signed_in(browser, store) as (page, _):
         page.wait_for_selector(selector)
         return page
 
@@ -326,22 +334,11 @@ def test_what_an_operator_reads_at_a_glance(redis_url: str, browser: Any) -> Non
             await store.enter(titled, f"visitor-{i:02d}")
         await store.enter(ADAPTIVE, "someone")
         await store.configure("sale", status="paused", who="ada")
-        await store.configure("sale", **{name: None for name in ROOM_SETTINGS}, who="ada")
+        await store.configure("sale", reset_all=True, who="ada")
 
     in_redis(redis_url, a_line)
     office_store = Store(connect(redis_url, 5.0))
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await office_store.aclose()
-
-    office = admin.app(office_store, secret=SECRET, rooms=[titled, ADAPTIVE])
-    with served(Starlette(routes=[Mount("/ops", office)], lifespan=lifespan)) as base:
-        page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-        page.goto(f"{base}/ops/login")
-        page.fill("#secret", SECRET)
-        page.click("button[type=submit]")
+    with signed_in(browser, office_store, viewport=(1280, 800), rooms=[titled, ADAPTIVE]) as (page, _):
         page.wait_for_selector("tr[data-room=sale]")
         assert page.text_content("tr[data-room=sale] .title") == "Spring sale"
         page.locator("tr[data-room=sale] button", has_text="sale").click()
@@ -376,19 +373,8 @@ def test_a_redis_outage_is_unmistakable_and_the_page_recovers_by_itself(browser:
 
         in_redis(server.url, a_line)
         office_store = Store(connect(server.url, 0.5))
-
-        @asynccontextmanager
-        async def lifespan(app: Starlette) -> AsyncIterator[None]:
-            yield
-            await office_store.aclose()
-
-        office = admin.app(office_store, secret=SECRET, links=[("Shop", "/")], rooms=[titled])
-        app = Starlette(routes=[Mount("/ops", office)], lifespan=lifespan)
-        with served(app) as base:
-            page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-            page.goto(f"{base}/ops/login")
-            page.fill("#secret", SECRET)
-            page.click("button[type=submit]")
+        shop = [("Shop", "/")]
+        with signed_in(browser, office_store, viewport=(1280, 800), links=shop, rooms=[titled]) as (page, _):
             page.wait_for_selector("tr[data-room=sale]")
             page.wait_for_selector("#detail:not([hidden])")
 
@@ -451,19 +437,7 @@ def test_the_banner_says_who_answered(redis_url: str, browser: Any) -> None:
         await store.enter(titled, "ada")
 
     in_redis(redis_url, a_line)
-    office_store = Store(connect(redis_url, 5.0))
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await office_store.aclose()
-
-    office = admin.app(office_store, secret=SECRET)
-    with served(Starlette(routes=[Mount("/ops", office)], lifespan=lifespan)) as base:
-        page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-        page.goto(f"{base}/ops/login")
-        page.fill("#secret", SECRET)
-        page.click("button[type=submit]")
+    with signed_in(browser, Store(connect(redis_url, 5.0)), viewport=(1280, 800)) as (page, _):
         page.wait_for_selector("tr[data-room=sale]")
         rooms = "**/ops/api/rooms"
 

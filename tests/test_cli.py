@@ -5,24 +5,29 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
 import subprocess
 import sys
 import time
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 
-from queuegate import Room, Store
+from queuegate import Health, Room, Store
+from queuegate.cli.commands import _set
 from queuegate.cli.parser import Parser, _parser
 from queuegate.cli.session import opened
 from queuegate.cli.views import _list
 from queuegate.embedded import free_port
+from queuegate.settings import ROOM_SETTINGS
 
 from .conftest import MakeGate, client_for, wait_for_http
 
 SALE = Room("sale", paths=["/checkout*"], rate=2, per=60.0)
+ADAPTIVE = Room("adaptive", paths=["/a"], rate=5, per=1.0, target=Health(p95_ms=400))
 MARGIN = 1.0  # seconds of scheduling slack on a loaded 2-core machine
 
 
@@ -274,6 +279,71 @@ async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str,
         "sale: every other setting back to the code's (set at run time before: none); status=paused\n"
     )
     assert json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["status"] == "paused"
+
+
+@pytest.mark.anyio
+async def test_reset_all_takes_a_pin_made_just_before_it_with_the_rest(
+    redis_url: str, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--reset all` read the room (pinned?) and then reset what it had
+    read: a pin another operator made between the two was kept and the
+    rate it pinned reset, leaving the room pinned at the code's rate, and
+    the console said nothing had been set. Here the pin lands, from
+    another client, after anything the console does first and just before
+    its write: read and reset in one script, it goes with the rest."""
+    await store.enter(ADAPTIVE, "a")
+    args = _parser().parse_args(["set", "adaptive", "--reset", "all"])
+    async with opened(args, redis_url) as ask:
+        configure = ask.store.configure
+
+        async def pinned_meanwhile(room: str, **changes: Any) -> dict[str, str]:
+            await store.configure("adaptive", rate=50)  # another operator's pin
+            return await configure(room, **changes)
+
+        monkeypatch.setattr(ask.store, "configure", pinned_meanwhile)
+        said = await _set(ask, args)
+    stats = await store.stats("adaptive")
+    assert (stats["pinned"], stats["rate"], stats["run_time"]) == (0, 5, [])
+    assert said == "adaptive: every setting back to the code's (set at run time before: rate, per)"
+    log = await store.activity("adaptive")
+    assert log[0]["details"] == {**dict.fromkeys(ROOM_SETTINGS), "pinned": None}
+
+
+@pytest.mark.anyio
+async def test_reset_all_and_a_pin_at_the_same_time_come_one_wholly_after_the_other(
+    redis_url: str, store: Store
+) -> None:
+    """The console's `--reset all` and another operator's pin, on two
+    clients of the real server at once, round after round, each started
+    after a random moment: the room ends reset (the pin came first, and
+    the console names the rate it reset) or pinned at the pin's rate (it
+    came after, and the console found nothing set), never pinned at the
+    code's rate or said wrong."""
+    await store.enter(ADAPTIVE, "a")
+    args = _parser().parse_args(["set", "adaptive", "--reset", "all"])
+    shuffle = random.Random(7)
+    outcomes = set()
+    async with opened(args, redis_url) as ask:
+
+        async def after(seconds: float, call: Any) -> Any:
+            await asyncio.sleep(seconds)
+            return await call
+
+        for _ in range(120):
+            if (await store.stats("adaptive"))["pinned"]:
+                await store.configure("adaptive", rate=None, pinned=None)
+            said, _ = await asyncio.gather(
+                after(shuffle.uniform(0, 0.003), _set(ask, args)),
+                after(shuffle.uniform(0, 0.003), store.configure("adaptive", rate=50)),
+            )
+            stats = await store.stats("adaptive")
+            outcome = (stats["pinned"], stats["rate"], said)
+            assert outcome in {
+                (0, 5, "adaptive: every setting back to the code's (set at run time before: rate, per)"),
+                (1, 50, "adaptive: every setting back to the code's (set at run time before: none)"),
+            }
+            outcomes.add(outcome[0])
+    assert outcomes == {0, 1}  # each came first at times
 
 
 @pytest.mark.anyio

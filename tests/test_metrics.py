@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queuegate import Health, Room, readings
+from queuegate import ConfigError, Health, Room, readings
 from queuegate.embedded import EmbeddedServer
 from queuegate.metrics import metrics_app, metrics_text
 from queuegate.store import StoreError
@@ -201,7 +202,8 @@ async def test_a_room_gone_or_not_yet_used_is_left_out_not_taken_for_a_redis_out
     """A room that vanished between the scan and its read, or named in
     ``rooms=`` before anybody used it, was an UnknownRoom, a StoreError:
     the scrape said ``queuegate_redis_up 0`` with no rooms (503 without
-    ``gate=``). Only Redis failing is an outage."""
+    ``gate=``). Only Redis failing is an outage. A room named is said not
+    to be found; one gone since the scan is not named: left out."""
     gate = await make_gate(rooms=[Room("sale", paths=["/sale"], rate=5), Room("old", paths=["/old"], rate=5)])
     async with client_for(gate) as visitor:
         await visitor.get("/sale")
@@ -209,7 +211,9 @@ async def test_a_room_gone_or_not_yet_used_is_left_out_not_taken_for_a_redis_out
     named = (await metrics_text(gate.store, ["sale", "new"], gate=gate)).decode()
     assert "queuegate_redis_up 1.0" in named
     assert 'queuegate_active{room="sale"} 1.0' in named
-    assert 'room="new"' not in named
+    assert [line for line in named.splitlines() if 'room="new"' in line] == [
+        'queuegate_room_found{room="new"} 0.0'
+    ]
     await _forget_after_the_scan(gate.store, "old", monkeypatch)
     for scraped in (await metrics_text(gate.store, gate=gate), await metrics_text(gate.store)):
         text = scraped.decode()
@@ -237,3 +241,54 @@ async def test_a_failure_s_text_stays_on_one_line_of_the_scrape(
         response = await scraper.get("/")
     assert response.status_code == 503
     assert response.text == "redis unavailable: ResponseError: first line second line\n"
+
+
+async def test_a_room_named_that_redis_has_not_is_said_not_dropped(
+    make_gate: MakeGate, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A misspelt name in ``rooms=`` was dropped from the scrape without a
+    word: the operator scraped nothing of the room and never knew. It is
+    exported as ``queuegate_room_found 0`` beside the rooms found (the
+    scrape is not lost for it), and said once in the log until the room
+    is found; a name no room can have is refused when the app is made."""
+    caplog.set_level(logging.WARNING, logger="queuegate")
+    gate = await make_gate(rooms=[Room("sale", paths=["/sale"], rate=5)])
+    async with client_for(gate) as visitor:
+        await visitor.get("/sale")
+    app = metrics_app(gate.store, rooms=["sale", "sael"])
+
+    async def scraped() -> dict[str, dict[str, float]]:
+        async with client_for(app) as scraper:
+            response = await scraper.get("/")
+        assert response.status_code == 200
+        rooms: dict[str, dict[str, float]] = {}
+        for family in text_string_to_metric_families(response.text):
+            for sample in family.samples:
+                if "room" in sample.labels:
+                    rooms.setdefault(sample.labels["room"], {})[sample.name] = sample.value
+        return rooms
+
+    def warned() -> int:
+        return sum("Redis has no room 'sael'" in record.getMessage() for record in caplog.records)
+
+    for _ in range(2):
+        rooms = await scraped()
+        assert rooms["sael"] == {"queuegate_room_found": 0}
+        assert (rooms["sale"]["queuegate_room_found"], rooms["sale"]["queuegate_active"]) == (1, 1)
+    assert warned() == 1
+    # Found once made, and warned of again once gone.
+    await gate.store.stats(Room("sael", paths=["/sael"], rate=5))
+    assert (await scraped())["sael"]["queuegate_room_found"] == 1
+    await gate.store.client.delete(*await gate.store.client.keys(f"{gate.store.prefix}:{{sael}}:*"))
+    assert (await scraped())["sael"] == {"queuegate_room_found": 0}
+    assert warned() == 2
+    # metrics_text keeps nothing between calls: each one says it.
+    assert b'queuegate_room_found{room="sael"} 0.0' in await metrics_text(gate.store, ["sael"])
+    assert warned() == 3
+    # An iterator is read once, not emptied by the first scrape.
+    app = metrics_app(gate.store, rooms=iter(["sale"]))
+    assert set(await scraped()) == set(await scraped()) == {"sale"}
+    with pytest.raises(ConfigError, match=r"rooms must be a list of room names.*rooms=\['sale'\]"):
+        metrics_app(gate.store, rooms="sale")
+    with pytest.raises(ConfigError, match="'sale ' cannot be a room's name"):
+        metrics_app(gate.store, rooms=["sale", "sale "])

@@ -25,26 +25,24 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
                 "set: --auto gives the rate back to the controller, and --rate or --capacity pins it", 2
             )
         changes["pinned"] = None
+    reset_all = "all" in args.reset
     for name in args.reset:
         if name == "all":
-            for every in ROOM_SETTINGS:
-                changes.setdefault(every, None)  # one given with --reset all keeps its new value
-        elif name not in ROOM_SETTINGS:
+            continue  # every setting not given beside it (configure.lua)
+        if name not in ROOM_SETTINGS:
             raise CommandError(
                 f"--reset: unknown setting {name!r} (all, or one of {', '.join(ROOM_SETTINGS)})", 2
             )
-        else:
-            changes[name] = None
-    if not changes:
+        changes[name] = None
+    if not changes and not reset_all:
         raise CommandError("set: name at least one setting to change, e.g. --rate 20", 2)
-    # An unknown room fails here, before anything is written.
-    before = await ask(ask.store.stats(args.room))
-    if "all" in args.reset and before["pinned"]:
-        changes.setdefault("pinned", None)  # the code's is unpinned: a pin there goes too
-    written = await ask(ask.store.configure(args.room, **changes))
-    if "all" in args.reset:
+    # One call, refused before anything is written for an unknown room.
+    # What a reset finds set, a pin too, is read in it, not before it: a
+    # pin another operator makes meanwhile is reset, or made after it.
+    written = await ask(ask.store.configure(args.room, reset_all=reset_all, **changes))
+    if reset_all:
+        were = written.pop("reset_all").replace(",", ", ") or "none"
         kept = {name: value for name, value in written.items() if value != ""}
-        were = ", ".join(before["run_time"]) or "none"
         said = f"{args.room}: every {'other ' if kept else ''}setting back to the code's"
         return f"{said} (set at run time before: {were})" + (f"; {_shown(kept)}" if kept else "")
     said = f"{args.room}: {_shown(written)}"

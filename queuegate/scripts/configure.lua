@@ -34,17 +34,54 @@
 -- leaves it where the controller put it. A value given for the setting
 -- the controller holds pins it, an unpin in the same call or not.
 --
+-- A first pair `reset_all` (its value unread; `--reset all`) resets every
+-- setting not given in the call and removes a pin if there is one, all
+-- read and written here: a pin another operator makes meanwhile is wholly
+-- before it (and reset with the rest) or wholly after (and kept). Read in
+-- Python first, a pin made between that read and this call was kept, and
+-- the rate it pinned reset: pinned at the code's rate.
+--
 -- Returns the fields written, as field, value pairs in the order given
--- (the pair's other half after them); a value of "" was removed. The
--- activity log has the change as given and that other half.
+-- (the pair's other half after them; with `reset_all`, the settings it
+-- reset after those given); a value of "" was removed. With `reset_all`
+-- the first pair is `reset_all` and the settings set at run time before
+-- it, comma-separated (as stats.lua's run_time). The activity log has the
+-- change as given and that other half (and `pinned` when a reset_all
+-- removed a pin).
 
-for i = 6, #ARGV, 2 do
-  if ARGV[i] == 'target_ms' and (tonumber(ARGV[i + 1]) or 0) > 0 and (tonumber(default[14]) or 0) == 0 then
+local reset_all = ARGV[6] == 'reset_all'
+local given, order = {}, {}
+for i = reset_all and 8 or 6, #ARGV, 2 do
+  if given[ARGV[i]] == nil then order[#order + 1] = ARGV[i] end
+  given[ARGV[i]] = ARGV[i + 1]
+end
+local were = {}
+local unpinned = false
+if reset_all then
+  local pinned = redis.call('HGET', KEYS[5], 'pinned')
+  local controlled = (target_ms > 0 and not pinned) and controlled_field() or ''
+  for i, name in ipairs(SETTINGS) do
+    if conf[i + 1] and name ~= controlled then were[#were + 1] = name end
+    if given[name] == nil then
+      given[name] = ''
+      order[#order + 1] = name
+    end
+  end
+  if pinned and given.pinned == nil then
+    given.pinned = ''
+    order[#order + 1] = 'pinned'
+    unpinned = true
+  end
+end
+
+for _, field in ipairs(order) do
+  local value = given[field]
+  if field == 'target_ms' and (tonumber(value) or 0) > 0 and (tonumber(default[14]) or 0) == 0 then
     return redis.error_reply('REFUSED target_ms: this room has no health target in code, so no app '
       .. 'process measures its responses and a target set here would never act. Give the room one '
-      .. 'in code (Room(..., target=Health(p95_ms=' .. ARGV[i + 1] .. '))), then tune it here.')
+      .. 'in code (Room(..., target=Health(p95_ms=' .. value .. '))), then tune it here.')
   end
-  if ARGV[i] == 'pinned' and (tonumber(default[14]) or 0) == 0
+  if field == 'pinned' and (tonumber(default[14]) or 0) == 0
       and redis.call('HEXISTS', KEYS[5], 'pinned') == 0 then
     return redis.error_reply('REFUSED pinned: this room has no health target in code, so no controller '
       .. 'sets its rate and none would take it back (--auto). Give the room one in code '
@@ -57,10 +94,10 @@ end
 -- room that draws: refused before anything is written (NO_SEED), and the
 -- caller asks again with an offer.
 if ARGV[3] == '' and not redis.call('HGET', KEYS[5], 'seed') then
-  for i = 6, #ARGV, 2 do
-    local value = ARGV[i + 1]
-    if ARGV[i] == 'method' and (value ~= '' and value or default[9]) == 'random'
-        or ARGV[i] == 'opens_at' and (tonumber(value ~= '' and value or default[10]) or 0) > 0 then
+  for _, field in ipairs(order) do
+    local value = given[field]
+    if field == 'method' and (value ~= '' and value or default[9]) == 'random'
+        or field == 'opens_at' and (tonumber(value ~= '' and value or default[10]) or 0) > 0 then
       return redis.error_reply('NO_SEED this change makes the room draw, and it has no seed: call again with one')
     end
   end
@@ -73,11 +110,6 @@ moved() -- a new rate, state or opening changes what every waiting page shows
 redis.call('PUBLISH', BASE .. 'revoked', '*:' .. now)
 -- So does the view of the line built under the old ones (view.lua).
 redis.call('HDEL', KEYS[5], 'view_at', 'view')
-local given, order = {}, {}
-for i = 6, #ARGV, 2 do
-  if given[ARGV[i]] == nil then order[#order + 1] = ARGV[i] end
-  given[ARGV[i]] = ARGV[i + 1]
-end
 -- The setting the controller holds once this change is made (a rate given
 -- or reset may make it the rate, or the capacity). A value given for it
 -- pins it, whatever the order of the fields: an unpin ("", `--auto`,
@@ -110,6 +142,7 @@ elseif pair_rate ~= nil or pair_per ~= nil then
   if given.per == nil then order[#order + 1] = 'per' end
 end
 local written = {}
+if reset_all then written = {'reset_all', table.concat(were, ',')} end
 for _, field in ipairs(order) do
   local value = given[field]
   if field == 'rate' and pair_rate ~= nil then value = pair_rate
@@ -142,6 +175,11 @@ if (given.rate == nil and pair_rate ~= nil) or (given.per == nil and pair_per ~=
   if given.rate == nil then shown.rate = pair_rate == '' and cjson.null or tonumber(pair_rate) end
   if given.per == nil then shown.per = pair_per == '' and cjson.null or tonumber(pair_per) / 1000 end
   details = cjson.encode(shown)
+end
+-- (Added to the text, not decoded and encoded again: the log keeps the
+-- order of the settings reset, as the caller gave them.)
+if unpinned then
+  details = details:match('^%s*{%s*}%s*$') and '{"pinned": null}' or details:gsub('}%s*$', ', "pinned": null}')
 end
 note_activity(ARGV[4], 'settings', details)
 return written
