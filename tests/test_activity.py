@@ -106,6 +106,39 @@ async def test_a_health_target_nothing_measures_is_refused(store: Store, redis_u
     assert shown["target_ms"] == 300
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "option"),
+    [
+        ("max_errors", 0.05, "--max-errors"),
+        ("floor", 2, "--floor"),
+        ("ceiling", 50, "--ceiling"),
+        ("settle", 20.0, "--settle"),
+    ],
+)
+async def test_a_controllers_setting_on_a_room_without_one_is_refused(
+    store: Store, redis_url: str, field: str, value: float, option: str
+) -> None:
+    """`set --floor 2` on a room without a health target in code was taken
+    (printed, kept), where `--target-ms` and `--auto` are refused, and
+    `show` did not list it: no controller reads it there. Refused the same
+    way; its removal is not, and a room with a target in code takes it."""
+    await store.enter(FIXED, "a")
+    await store.enter(ADAPTIVE, "b")
+    with pytest.raises(ConfigError, match="no health target in code"):
+        await store.configure("fixed", **{field: value})
+    refused = console(redis_url, "set", "fixed", option, str(value))
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert "no health target in code" in refused.stderr
+    async with signed_in(mounted(store, secret=SECRET)) as office:
+        answer = await office.post("/ops/api/rooms/fixed", json={field: value})
+        assert answer.status_code == 400
+        assert (await office.get("/ops/api/activity")).json()["activity"] == []
+    assert (await store.stats("fixed"))["run_time"] == []
+    assert console(redis_url, "set", "fixed", "--reset", field).returncode == 0
+    assert console(redis_url, "set", "adaptive", option, str(value)).returncode == 0
+    assert json.loads(console(redis_url, "show", "adaptive", "--json").stdout)[field] == value
+
+
 async def test_giving_the_rate_back_to_a_controller_a_room_lacks_is_refused(
     store: Store, redis_url: str
 ) -> None:

@@ -13,6 +13,8 @@
 -- A health target (target_ms > 0) is refused for a room without one in
 -- code: the app's processes measure the responses only of rooms with a
 -- `target` (queuegate.gate), so nothing would ever reach the controller.
+-- So are the controller's own settings there (max_errors, floor, ceiling,
+-- settle), which only a controller reads; their removal is not.
 -- So is an unpin (`pinned` "", `set --auto`) there when nothing is pinned:
 -- no controller would take the rate back. A pin left from a deploy that had
 -- a target is removed (`--reset all`, `--auto`), or the next deploy with a
@@ -74,12 +76,18 @@ if reset_all then
   end
 end
 
+local CONTROLLER = {max_errors = true, floor = true, ceiling = true, settle = true}
 for _, field in ipairs(order) do
   local value = given[field]
   if field == 'target_ms' and (tonumber(value) or 0) > 0 and (tonumber(default[14]) or 0) == 0 then
     return redis.error_reply('REFUSED target_ms: this room has no health target in code, so no app '
       .. 'process measures its responses and a target set here would never act. Give the room one '
       .. 'in code (Room(..., target=Health(p95_ms=' .. value .. '))), then tune it here.')
+  end
+  if CONTROLLER[field] and value ~= '' and (tonumber(default[14]) or 0) == 0 then
+    return redis.error_reply('REFUSED ' .. field .. ': this room has no health target in code, so no '
+      .. 'controller runs it and the setting would never act. Give the room one in code '
+      .. '(Room(..., target=Health(p95_ms=300))), then tune it here.')
   end
   if field == 'pinned' and (tonumber(default[14]) or 0) == 0
       and redis.call('HEXISTS', KEYS[5], 'pinned') == 0 then
