@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import redis
@@ -124,8 +125,9 @@ async def test_a_controllers_setting_on_a_room_without_one_is_refused(
     way; its removal is not, and a room with a target in code takes it."""
     await store.enter(FIXED, "a")
     await store.enter(ADAPTIVE, "b")
+    setting: dict[str, Any] = {field: value}
     with pytest.raises(ConfigError, match="no health target in code"):
-        await store.configure("fixed", **{field: value})
+        await store.configure("fixed", **setting)
     refused = console(redis_url, "set", "fixed", option, str(value))
     assert (refused.returncode, refused.stdout) == (2, "")
     assert "no health target in code" in refused.stderr
