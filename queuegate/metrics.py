@@ -263,23 +263,36 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def metrics_app(store: Store, rooms: Iterable[str] | None = None, *, gate: QueueGate | None = None) -> Any:
-    """An ASGI app answering GET with the rooms' metrics; with ``gate``,
-    that gate's process's own counts too. If Redis fails: 503, or with
-    ``gate`` its own counts and ``queuegate_redis_up`` 0. A name in
-    ``rooms`` that cannot be a room's is refused here (ConfigError); one
-    Redis has no room for is warned of once, until it is found again."""
-    names = _named(rooms)
-    warned: set[str] = set()
+class _MetricsApp:
+    """The exporter as an ASGI app: an object, not a function, so that
+    Starlette's ``Route("/metrics", metrics_app(store))`` serves it at that
+    path as it is (a function there would be taken for a request handler,
+    and ``Mount`` answers ``/metrics`` with a redirect to ``/metrics/``)."""
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    def __init__(self, store: Store, names: list[str] | None, gate: QueueGate | None) -> None:
+        self._store = store
+        self._names = names
+        self._gate = gate
+        self._warned: set[str] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert scope["type"] == "http"
         try:
-            body, status, kind = await _scrape(store, names, gate, warned), 200, CONTENT_TYPE_LATEST
+            body = await _scrape(self._store, self._names, self._gate, self._warned)
+            status, kind = 200, CONTENT_TYPE_LATEST
         except StoreError as exc:
             body, status, kind = f"redis unavailable: {_one_line(exc)}\n".encode(), 503, "text/plain"
         headers = [(b"content-type", kind.encode()), (b"cache-control", b"no-store")]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    return app
+
+def metrics_app(store: Store, rooms: Iterable[str] | None = None, *, gate: QueueGate | None = None) -> Any:
+    """An ASGI app answering GET with the rooms' metrics; with ``gate``,
+    that gate's process's own counts too. If Redis fails: 503, or with
+    ``gate`` its own counts and ``queuegate_redis_up`` 0. A name in
+    ``rooms`` that cannot be a room's is refused here (ConfigError); one
+    Redis has no room for is warned of once, until it is found again.
+    Serve it with ``Route("/metrics", metrics_app(store))`` (Starlette,
+    FastAPI: ``app.add_route``) or ``app.mount``."""
+    return _MetricsApp(store, _named(rooms), gate)

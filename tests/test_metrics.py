@@ -292,3 +292,23 @@ async def test_a_room_named_that_redis_has_not_is_said_not_dropped(
         metrics_app(gate.store, rooms="sale")
     with pytest.raises(ConfigError, match="'sale ' cannot be a room's name"):
         metrics_app(gate.store, rooms=["sale", "sale "])
+
+
+async def test_the_exporter_is_served_at_its_path_by_a_route(make_gate: MakeGate) -> None:
+    """``Route("/metrics", metrics_app(store))`` answers ``/metrics`` itself:
+    an app function there was taken for a request handler (a 500), and the
+    docs' ``mount`` answered ``/metrics`` with a redirect to ``/metrics/``."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount, Route
+
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, per=60)])
+    async with client_for(gate) as visitor:
+        await visitor.get("/checkout")
+    routed = Starlette(routes=[Route("/metrics", metrics_app(gate.store))])
+    async with client_for(routed) as scraper:
+        response = await scraper.get("/metrics")
+    assert response.status_code == 200
+    assert 'queuegate_waiting{room="sale"}' in response.text
+    mounted = Starlette(routes=[Mount("/metrics", metrics_app(gate.store))])
+    async with client_for(mounted) as scraper:
+        assert (await scraper.get("/metrics/")).status_code == 200
