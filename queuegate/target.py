@@ -71,7 +71,7 @@ class Health:
         if self.signal not in ("room", "app"):
             raise ConfigError(f"Health: signal must be 'room' or 'app', got {self.signal!r}")
         try:
-            check_room_setting("max_errors", self.max_error_rate)
+            check_room_setting("max_errors", self.max_error_rate, called="max_error_rate")
             check_room_setting("floor", self.floor)
             check_room_setting("ceiling", self.ceiling or 0)
             check_room_setting("settle", self.settle)

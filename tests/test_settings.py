@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from queuegate import ConfigError, QueueGate, Room, Settings
+from queuegate import ConfigError, Health, QueueGate, Room, Settings
 from queuegate.embedded import free_port
 
 from .conftest import SECRET, ok_app, wait_for_http
@@ -47,6 +47,34 @@ ROOM = Room("sale", paths=["/checkout*"], rate=2, per=10)
 def test_bad_room_settings(kwargs: dict[str, object], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         Room(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"p95_ms": 0}, "Health: p95_ms must be"),
+        ({"p95_ms": 400, "max_error_rate": 2}, "Health: max_error_rate must be a share between 0 and 1"),
+        ({"p95_ms": 400, "floor": 0}, "Health: floor must be"),
+        ({"p95_ms": 400, "ceiling": -1}, "Health: ceiling must be"),
+        ({"p95_ms": 400, "floor": 5, "ceiling": 2}, "Health: ceiling 2 is below floor 5"),
+        ({"p95_ms": 400, "signal": "server"}, "Health: signal must be"),
+        ({"p95_ms": 400, "settle": 0}, "Health: settle must be"),
+    ],
+)
+def test_a_bad_health_target_names_the_argument_as_given(kwargs: dict[str, Any], said: str) -> None:
+    """``max_error_rate=2`` was said as ``max_errors`` (the console's name)."""
+    with pytest.raises(ConfigError) as raised:
+        Health(**kwargs)
+    assert said in str(raised.value)
+    assert "max_errors" not in str(raised.value)
+
+
+def test_a_bad_target_in_the_environment_names_the_argument_as_given() -> None:
+    room = {"name": "x", "paths": ["/x"], "rate": 1, "target": {"p95_ms": 400, "max_error_rate": 2}}
+    environ = {"QUEUEGATE_SECRET_KEY": SECRET, "QUEUEGATE_ROOMS": json.dumps([room])}
+    with pytest.raises(ConfigError) as raised:
+        Settings.load(environ)
+    assert "QUEUEGATE_ROOMS: Health: max_error_rate must be a share between 0 and 1" in str(raised.value)
 
 
 def test_missing_secret_and_redis_name_their_settings() -> None:
