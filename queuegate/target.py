@@ -73,7 +73,7 @@ class Health:
         try:
             check_room_setting("max_errors", self.max_error_rate, called="max_error_rate")
             check_room_setting("floor", self.floor)
-            check_room_setting("ceiling", self.ceiling or 0)
+            check_room_setting("ceiling", 0 if self.ceiling is None else self.ceiling)
             check_room_setting("settle", self.settle)
         except ConfigError as exc:
             raise ConfigError(f"Health: {exc}") from None
