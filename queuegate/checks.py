@@ -31,22 +31,32 @@ class ConfigError(ValueError):
 
 
 def unknown_names(
-    names: Iterable[str], known: Iterable[str], elsewhere: Mapping[str, Iterable[str]] | None = None
+    names: Iterable[str],
+    known: Iterable[str],
+    elsewhere: Mapping[str, Iterable[str]] | None = None,
+    *,
+    prefix: str = "",
 ) -> str:
     """``names`` as an error message lists them, each with the known name
     it is likely a typo of: ``path (did you mean 'paths'?), speed``.
     ``elsewhere``: names that belong inside another setting, by that
     setting's name; a near miss of one is said with where it goes:
-    ``flor (did you mean target's 'floor'?)``."""
+    ``flor (did you mean target's 'floor'?)``. ``prefix``: one that all
+    the names share (``QUEUEGATE_``), left out of the likeness, where it
+    would make any name look like every other."""
     places = {name: "" for name in known}
     for where, inside in (elsewhere or {}).items():
         for name in inside:
             places.setdefault(name, f"{where}'s ")
-    choices = sorted(places)
+    choices = {name.removeprefix(prefix): name for name in sorted(places)}
     said = []
     for name in sorted(names):
-        close = difflib.get_close_matches(name, choices, n=1)
-        said.append(f"{name} (did you mean {places[close[0]]}{close[0]!r}?)" if close else name)
+        close = difflib.get_close_matches(name.removeprefix(prefix), list(choices), n=1)
+        if close:
+            found = choices[close[0]]
+            said.append(f"{name} (did you mean {places[found]}{found!r}?)")
+        else:
+            said.append(name)
     return ", ".join(said)
 
 
