@@ -63,6 +63,16 @@ async def busy_room(make_gate: MakeGate, redis_url: str) -> str:
 
 
 @pytest.mark.anyio
+async def test_a_room_looked_for_under_another_prefix_is_said_with_the_prefix(busy_room: str) -> None:
+    """``--prefix qgg`` for ``qg`` said only "no room named 'sale' has been
+    used yet", of a room in use."""
+    wrong = cli("set", "sale", "--status", "paused", "--prefix", "qgg", url=busy_room)
+    assert wrong.returncode == 1
+    assert wrong.stderr == "queuegate: no room named 'sale' under the key prefix 'qgg' has been used yet\n"
+    assert json.loads(cli("show", "sale", "--json", url=busy_room).stdout)["status"] == "open"
+
+
+@pytest.mark.anyio
 async def test_list_and_show(busy_room: str) -> None:
     listing = cli("list", url=busy_room)
     assert listing.returncode == 0, listing.stderr
@@ -364,7 +374,11 @@ def test_an_option_of_a_group_is_known(capsys: pytest.CaptureFixture[str]) -> No
     [
         (("show", "nope"), 1, "no room named 'nope'"),
         (("set", "nope", "--rate", "3"), 1, "no room named 'nope'"),
-        (("remove", "nope", "v1"), 1, "no room named 'nope' has been used yet (or its data was lost)"),
+        (
+            ("remove", "nope", "v1"),
+            1,
+            "no room named 'nope' under the key prefix 'qg' has been used yet (or its data was lost)",
+        ),
         (("set", "sale", "--rate", "-3"), 2, "rate must be a whole number >= 0"),
         (("set", "sale", "--status", "ajar"), 2, "status must be one of"),
         (("set", "sale", "--opens-at", "tomorrow"), 2, "opens_at must be an ISO 8601 time"),
