@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -9,12 +10,13 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
-from queuegate import Room, Store
+from queuegate import Health, Room, Store
 from queuegate.cli.parser import Parser, _parser
 from queuegate.cli.session import opened
 from queuegate.cli.views import _list
@@ -23,6 +25,7 @@ from queuegate.embedded import free_port
 from .conftest import MakeGate, client_for, wait_for_http
 
 SALE = Room("sale", paths=["/checkout*"], rate=2, per=60.0)
+ROOT = Path(__file__).parent.parent
 MARGIN = 1.0  # seconds of scheduling slack on a loaded 2-core machine
 
 
@@ -124,6 +127,35 @@ def test_help_is_plain_text() -> None:
         assert shown.returncode == 0
         assert shown.stdout.startswith("usage: queuegate")
         assert not re.search(r"``|:class:|:func:|\.\. ", shown.stdout), shown.stdout
+
+
+def test_the_health_guide_lists_the_controllers_options_as_set_help_says_them() -> None:
+    """docs/guides/health.md named none of them, and said ``settle`` was
+    "the least time between two probes for more" where ``set --help`` said
+    "seconds between two of the controller's changes" (a cut waits for
+    none): one text now, health.lua's."""
+    guide = (ROOT / "docs/guides/health.md").read_text()
+    part = guide.split("\n## Tuning at run time\n", 1)[1].split("\n## ", 1)[0]
+    listed = {}
+    for item in re.split(r"\n- ", part)[1:]:
+        said = " ".join(item.split("\n\n", 1)[0].split())
+        listed[said.split("`")[1].split()[0]] = said
+    (commands,) = [each for each in _parser()._actions if isinstance(each, argparse._SubParsersAction)]
+    helps = {
+        each.option_strings[0]: each.help for each in commands.choices["set"]._actions if each.option_strings
+    }
+    options = ["--target-ms", "--max-errors", "--floor", "--ceiling", "--settle", "--auto"]
+    assert sorted(listed) == sorted(options)
+    for option in options:
+        assert f": {helps[option]}" in listed[option], option
+    # With the value as the help's usage shows it.
+    shown = " ".join(cli("set", "--help", url=None).stdout.split())
+    for said in listed.values():
+        assert said.split("`")[1] in shown
+    # The guide's settle and Health's say what the help says.
+    assert "the least time a change of the rate gets to show" in helps["--settle"]
+    assert "the least time a change of the rate gets to show" in " ".join(guide.split())
+    assert "the least time a change of the rate gets to show" in " ".join((Health.__doc__ or "").split())
 
 
 def test_every_option_of_every_command_says_what_it_is() -> None:
