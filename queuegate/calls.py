@@ -58,8 +58,8 @@ class StoreError(Exception):
 
 
 class UnknownRoom(StoreError):
-    """A room named only by its name has never been used, so Redis has no
-    settings for it."""
+    """A room named only by its name has never been used under the store's
+    key prefix, so Redis has no settings for it there."""
 
 
 # What a Redis call raises when Redis fails: a cluster's client raises
@@ -336,7 +336,10 @@ class ScriptCalls:
                 # handler: tests/test_compiled.py).
                 reply = _NO_SEED
             elif str(exc).startswith("UNKNOWN_ROOM"):
-                raise UnknownRoom(f"no room named {name!r} has been used yet") from None
+                # Said with the prefix: under a wrong one (the console's --prefix), a room in use is unknown.
+                raise UnknownRoom(
+                    f"no room named {name!r} under the key prefix {self.prefix!r} has been used yet"
+                ) from None
             elif str(exc).startswith("REFUSED "):  # a script refused the change, and made none
                 raise ConfigError(str(exc).removeprefix("REFUSED ")) from None
             else:

@@ -31,22 +31,32 @@ class ConfigError(ValueError):
 
 
 def unknown_names(
-    names: Iterable[str], known: Iterable[str], elsewhere: Mapping[str, Iterable[str]] | None = None
+    names: Iterable[str],
+    known: Iterable[str],
+    elsewhere: Mapping[str, Iterable[str]] | None = None,
+    *,
+    prefix: str = "",
 ) -> str:
     """``names`` as an error message lists them, each with the known name
     it is likely a typo of: ``path (did you mean 'paths'?), speed``.
     ``elsewhere``: names that belong inside another setting, by that
     setting's name; a near miss of one is said with where it goes:
-    ``flor (did you mean target's 'floor'?)``."""
+    ``flor (did you mean target's 'floor'?)``. ``prefix``: one that all
+    the names share (``QUEUEGATE_``), left out of the likeness, where it
+    would make any name look like every other."""
     places = {name: "" for name in known}
     for where, inside in (elsewhere or {}).items():
         for name in inside:
             places.setdefault(name, f"{where}'s ")
-    choices = sorted(places)
+    choices = {name.removeprefix(prefix): name for name in sorted(places)}
     said = []
     for name in sorted(names):
-        close = difflib.get_close_matches(name, choices, n=1)
-        said.append(f"{name} (did you mean {places[close[0]]}{close[0]!r}?)" if close else name)
+        close = difflib.get_close_matches(name.removeprefix(prefix), list(choices), n=1)
+        if close:
+            found = choices[close[0]]
+            said.append(f"{name} (did you mean {places[found]}{found!r}?)")
+        else:
+            said.append(name)
     return ", ".join(said)
 
 
@@ -69,49 +79,52 @@ def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
     return float(value)
 
 
-def check_room_setting(name: str, value: Any) -> str:
+def check_room_setting(name: str, value: Any, *, called: str | None = None) -> str:
     """Validate one run-time room setting; return it as the script stores it.
 
     The single place where the values of rate, per, capacity, session, sliding,
     abandon, max_step and status are checked, for ``Room(...)`` and for
     changes made while the room runs. Durations are seconds in Python and
-    whole milliseconds in Redis.
+    whole milliseconds in Redis. ``called``: the name the user gave the value
+    by, when it is not the setting's (``Health(max_error_rate=...)`` is the
+    setting ``max_errors``), for the message.
     """
+    said = called or name
     if name in ("rate", "capacity", "client_limit"):
-        return str(_whole(name, value))
+        return str(_whole(said, value))
     if name in ("target_ms", "ceiling"):
-        return str(_whole(name, value))
+        return str(_whole(said, value))
     if name == "floor":
-        return str(_whole(name, value, 1))
+        return str(_whole(said, value, 1))
     if name == "max_errors":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
         if not ok:
-            raise ConfigError(f"max_errors must be a share between 0 and 1 (0.02 = 2 %), got {value!r}")
+            raise ConfigError(f"{said} must be a share between 0 and 1 (0.02 = 2 %), got {value!r}")
         return repr(float(value))
     if name == "challenge":
-        if _whole(name, value) > MAX_CHALLENGE:
-            raise ConfigError(f"challenge must be at most {MAX_CHALLENGE:,} (0 = none), got {value!r}")
+        if _whole(said, value) > MAX_CHALLENGE:
+            raise ConfigError(f"{said} must be at most {MAX_CHALLENGE:,} (0 = none), got {value!r}")
         return str(value)
     if name == "max_step":
-        return str(_whole(name, value, 1))
+        return str(_whole(said, value, 1))
     if name in ("per", "session", "settle"):
-        return str(max(1, round(_seconds(name, value) * 1000)))
+        return str(max(1, round(_seconds(said, value) * 1000)))
     if name in ("abandon", "forget"):
-        return str(round(_seconds(name, value, allow_zero=True) * 1000))
+        return str(round(_seconds(said, value, allow_zero=True) * 1000))
     if name == "sliding":
         if not isinstance(value, bool):
-            raise ConfigError(f"sliding must be True or False, got {value!r}")
+            raise ConfigError(f"{said} must be True or False, got {value!r}")
         return "1" if value else "0"
     if name == "status":
         if value not in STATUSES:
-            raise ConfigError(f"status must be one of {', '.join(STATUSES)}, got {value!r}")
+            raise ConfigError(f"{said} must be one of {', '.join(STATUSES)}, got {value!r}")
         return str(value)
     if name == "method":
         if value not in METHODS:
-            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {value!r}")
+            raise ConfigError(f"{said} must be one of {', '.join(METHODS)}, got {value!r}")
         return str(value)
     if name == "opens_at":
-        return str(_opening_ms(value))
+        return str(_opening_ms(value, said))
     raise ConfigError(f"unknown room setting {name!r}")
 
 
@@ -126,7 +139,7 @@ def check_language(name: str, value: Any) -> str | None:
     return str(value)
 
 
-def _opening_ms(value: Any) -> int:
+def _opening_ms(value: Any, name: str = "opens_at") -> int:
     """An opening time as epoch ms: a timezone-aware datetime, an ISO 8601 text
     with a zone, epoch seconds, or None/0 for no scheduled opening."""
     if value is None or value == 0:
@@ -135,12 +148,12 @@ def _opening_ms(value: Any) -> int:
         try:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise ConfigError(f"opens_at must be an ISO 8601 time, got {value!r}") from None
+            raise ConfigError(f"{name} must be an ISO 8601 time, got {value!r}") from None
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            raise ConfigError(f"opens_at needs a time zone, like 2026-12-01T10:00:00+00:00, got {value}")
+            raise ConfigError(f"{name} needs a time zone, like 2026-12-01T10:00:00+00:00, got {value}")
         return round(value.timestamp() * 1000)
-    return round(_seconds("opens_at", value) * 1000)
+    return round(_seconds(name, value) * 1000)
 
 
 # In the order advance.lua reads them from a room's packed defaults.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,9 @@ from typing import Any
 from .checks import ConfigError, _seconds, _whole, check_language, unknown_names
 from .settings import Room
 
-__all__ = ["BINDINGS", "Settings"]
+__all__ = ["BINDINGS", "KNOWN_VARIABLES", "Settings"]
+
+logger = logging.getLogger("queuegate")
 
 BINDINGS = ("network", "user_agent")  # what a cookie may be bound to
 WAITING_STATUS_CODES = (200, 429, 503)
@@ -54,6 +57,62 @@ def _env_number(name: str, raw: str) -> float:
         return float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+
+PREFIX = "QUEUEGATE_"  # of the variables the gate reads
+
+# The options a variable may give, by option: (its variable, how its text
+# is read). secret_key and rooms are read apart (QUEUEGATE_SECRET_KEY,
+# QUEUEGATE_ROOMS).
+FROM_ENVIRONMENT: dict[str, Any] = {
+    "redis_url": ("QUEUEGATE_REDIS_URL", str),
+    "prefix": ("QUEUEGATE_PREFIX", str),
+    "cookie_secure": ("QUEUEGATE_COOKIE_SECURE", _env_secure),
+    "cookie_max_age": ("QUEUEGATE_COOKIE_MAX_AGE", lambda n, v: int(_env_number(n, v))),
+    "timeout": ("QUEUEGATE_TIMEOUT", _env_number),
+    "local_admissions": ("QUEUEGATE_LOCAL_ADMISSIONS", _env_bool),
+    "far_back": ("QUEUEGATE_FAR_BACK", _env_bool),
+    "max_connections": ("QUEUEGATE_MAX_CONNECTIONS", lambda n, v: int(_env_number(n, v))),
+    "waiting_status": ("QUEUEGATE_WAITING_STATUS", lambda n, v: int(_env_number(n, v))),
+    "endpoint": ("QUEUEGATE_ENDPOINT", str),
+    "bypass_paths": ("QUEUEGATE_BYPASS_PATHS", _env_list),
+    "bypass_secret": ("QUEUEGATE_BYPASS_SECRET", str),
+    "bypass_networks": ("QUEUEGATE_BYPASS_NETWORKS", _env_list),
+    "trusted_proxies": ("QUEUEGATE_TRUSTED_PROXIES", _env_list),
+    "bind_cookie": ("QUEUEGATE_BIND_COOKIE", _env_list),
+    "language": ("QUEUEGATE_LANGUAGE", str),
+}
+
+
+# QUEUEGATE_* variables that are no option of the gate's and no typo: the
+# back office's secret, and those this repository's demo, tests and
+# benchmarks read (set where the gates they start read theirs).
+OTHER_VARIABLES = (
+    "QUEUEGATE_ADMIN_SECRET",
+    "QUEUEGATE_DEMO_ADMIN_TOKEN",
+    "QUEUEGATE_E2E",
+    "QUEUEGATE_COMPILED",
+    "QUEUEGATE_TEST_REDIS_URL",
+    "QUEUEGATE_MODE",
+    "QUEUEGATE_SERVE_ARGS",
+    "QUEUEGATE_OUTAGE_SECONDS",
+    "QUEUEGATE_ROUTER_EXAMPLES",
+    "QUEUEGATE_BENCH_COPIES",
+    "QUEUEGATE_BENCH_LOG",
+    "QUEUEGATE_BENCH_MODE",
+    "QUEUEGATE_BENCH_PREFIX",
+    "QUEUEGATE_BENCH_RESPONSE",
+    "QUEUEGATE_BENCH_TIMEOUT",
+    "QUEUEGATE_BENCH_VISIT",
+)
+KNOWN_VARIABLES = frozenset(
+    {
+        "QUEUEGATE_SECRET_KEY",
+        "QUEUEGATE_ROOMS",
+        *(variable for variable, _ in FROM_ENVIRONMENT.values()),
+        *OTHER_VARIABLES,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -154,6 +213,15 @@ class Settings:
     ) -> Settings:
         """Settings from keyword arguments, falling back to ``QUEUEGATE_*`` variables."""
         env = os.environ if environ is None else environ
+        for variable in sorted(
+            name for name in env if name.startswith(PREFIX) and name not in KNOWN_VARIABLES
+        ):
+            # A warning, not an error: the name may be another version's setting.
+            logger.warning(
+                "queuegate: unknown environment variable %s, ignored (not a setting of this version "
+                "of queuegate)",
+                unknown_names([variable], KNOWN_VARIABLES, prefix=PREFIX),
+            )
         keys: tuple[str, ...]
         if secret_key is None:
             raw = env.get("QUEUEGATE_SECRET_KEY", "")
@@ -164,29 +232,11 @@ class Settings:
             keys = tuple(secret_key)
         if rooms is None:
             rooms = _rooms_from_env(env.get("QUEUEGATE_ROOMS", ""))
-        casts: dict[str, Any] = {
-            "redis_url": ("QUEUEGATE_REDIS_URL", str),
-            "prefix": ("QUEUEGATE_PREFIX", str),
-            "cookie_secure": ("QUEUEGATE_COOKIE_SECURE", _env_secure),
-            "cookie_max_age": ("QUEUEGATE_COOKIE_MAX_AGE", lambda n, v: int(_env_number(n, v))),
-            "timeout": ("QUEUEGATE_TIMEOUT", _env_number),
-            "local_admissions": ("QUEUEGATE_LOCAL_ADMISSIONS", _env_bool),
-            "far_back": ("QUEUEGATE_FAR_BACK", _env_bool),
-            "max_connections": ("QUEUEGATE_MAX_CONNECTIONS", lambda n, v: int(_env_number(n, v))),
-            "waiting_status": ("QUEUEGATE_WAITING_STATUS", lambda n, v: int(_env_number(n, v))),
-            "endpoint": ("QUEUEGATE_ENDPOINT", str),
-            "bypass_paths": ("QUEUEGATE_BYPASS_PATHS", _env_list),
-            "bypass_secret": ("QUEUEGATE_BYPASS_SECRET", str),
-            "bypass_networks": ("QUEUEGATE_BYPASS_NETWORKS", _env_list),
-            "trusted_proxies": ("QUEUEGATE_TRUSTED_PROXIES", _env_list),
-            "bind_cookie": ("QUEUEGATE_BIND_COOKIE", _env_list),
-            "language": ("QUEUEGATE_LANGUAGE", str),
-        }
-        unknown = sorted(set(options) - set(casts))
+        unknown = sorted(set(options) - set(FROM_ENVIRONMENT))
         if unknown:
-            raise ConfigError(f"unknown setting(s): {unknown_names(unknown, casts)}")
+            raise ConfigError(f"unknown setting(s): {unknown_names(unknown, FROM_ENVIRONMENT)}")
         values: dict[str, Any] = {}
-        for name, (variable, cast) in casts.items():
+        for name, (variable, cast) in FROM_ENVIRONMENT.items():
             if options.get(name) is not None:
                 value = options[name]
                 if name in ("bypass_paths", "bypass_networks", "trusted_proxies", "bind_cookie"):

@@ -200,21 +200,27 @@ class Room:
             raise ConfigError(f"{where}: fail must be 'closed' or 'open', got {self.fail!r}")
         if self.accept is not None and (not callable(self.accept) or not self.placeholders):
             raise ConfigError(f"{where}: accept must be a function of a template room's values")
-        if self.forget is None:
-            longest = max(self.session, self.abandon, self.per) + FORGET_MARGIN
-            object.__setattr__(self, "forget", longest if self.placeholders else 0)
         if self.target is not None and not isinstance(self.target, Health):
             raise ConfigError(f"{where}: target must be a Health(p95_ms=...), got {self.target!r}")
         controller = (self.target or Health(p95_ms=1)).settings()
         if self.target is None:
             controller["target_ms"] = 0
         try:
-            args = tuple(
-                check_room_setting(name, controller[name] if name in controller else getattr(self, name))
+            checked = {
+                name: check_room_setting(
+                    name, controller[name] if name in controller else getattr(self, name)
+                )
                 for name in ROOM_SETTINGS
-            )
+                if name != "forget"
+            }
+            # forget's default is from the others, so it comes once they are checked.
+            if self.forget is None:
+                longest = max(self.session, self.abandon, self.per) + FORGET_MARGIN
+                object.__setattr__(self, "forget", longest if self.placeholders else 0)
+            checked["forget"] = check_room_setting("forget", self.forget)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        args = tuple(checked[name] for name in ROOM_SETTINGS)
         if self.rate == 0 and self.capacity == 0:
             raise ConfigError(f"{where}: set rate (with per) or capacity, or both")
         object.__setattr__(self, "defaults", ",".join(args))

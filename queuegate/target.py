@@ -51,8 +51,10 @@ class Health:
     upper bound). The room's own ``rate``/``capacity`` is where it starts.
     ``signal="room"`` measures the room's own paths; ``"app"`` every request
     the gate forwards (the pages a checkout slows down too). ``settle`` is
-    the least time (seconds) between two probes for more: about how long a
-    visit lasts; the visit the gate measures (by age since admission)
+    the least time a change of the rate gets to show (seconds) before the
+    controller probes for more, takes a graded step for errors or moves
+    after a lowering; a cut for an overload does not wait. About how long
+    a visit lasts: the visit the gate measures (by age since admission)
     lengthens it, never shortens it. The law is on one page in
     docs/guides/health.md.
     """
@@ -71,9 +73,9 @@ class Health:
         if self.signal not in ("room", "app"):
             raise ConfigError(f"Health: signal must be 'room' or 'app', got {self.signal!r}")
         try:
-            check_room_setting("max_errors", self.max_error_rate)
+            check_room_setting("max_errors", self.max_error_rate, called="max_error_rate")
             check_room_setting("floor", self.floor)
-            check_room_setting("ceiling", self.ceiling or 0)
+            check_room_setting("ceiling", 0 if self.ceiling is None else self.ceiling)
             check_room_setting("settle", self.settle)
         except ConfigError as exc:
             raise ConfigError(f"Health: {exc}") from None

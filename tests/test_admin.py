@@ -202,10 +202,13 @@ async def test_every_change_is_logged_with_who_and_what(store: Store) -> None:
             assert refused.status_code == 400, wrong
             assert next(iter(wrong)) in refused.json()["error"]
         assert (await client.post("/ops/api/rooms/sale", json={"colour": "red"})).status_code == 400
-        assert (await client.post("/ops/api/rooms/nope", json={"rate": 1})).status_code == 404
+        unknown = await client.post("/ops/api/rooms/nope", json={"rate": 1})
+        assert unknown.status_code == 404
+        said = f"no room named 'nope' under the key prefix {store.prefix!r} has been used yet"
+        assert unknown.json()["error"] == said
         gone = await client.post("/ops/api/rooms/nope/remove", json={"visitor": "v1"})
         assert gone.status_code == 404
-        assert "its data was lost" in gone.json()["error"]
+        assert gone.json()["error"].startswith(f"{said} (or its data was lost)")
         huge = await client.post("/ops/api/rooms/sale", json={"rate": 1, "pad": "x" * 20_000})
         assert huge.status_code == 400
         assert "KiB" in huge.json()["error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -10,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -28,6 +30,7 @@ from .conftest import MakeGate, client_for, wait_for_http
 
 SALE = Room("sale", paths=["/checkout*"], rate=2, per=60.0)
 ADAPTIVE = Room("adaptive", paths=["/a"], rate=5, per=1.0, target=Health(p95_ms=400))
+ROOT = Path(__file__).parent.parent
 MARGIN = 1.0  # seconds of scheduling slack on a loaded 2-core machine
 
 
@@ -65,6 +68,16 @@ async def busy_room(make_gate: MakeGate, redis_url: str) -> str:
         await client.get("/checkout")
         await client.aclose()
     return redis_url
+
+
+@pytest.mark.anyio
+async def test_a_room_looked_for_under_another_prefix_is_said_with_the_prefix(busy_room: str) -> None:
+    """``--prefix qgg`` for ``qg`` said only "no room named 'sale' has been
+    used yet", of a room in use."""
+    wrong = cli("set", "sale", "--status", "paused", "--prefix", "qgg", url=busy_room)
+    assert wrong.returncode == 1
+    assert wrong.stderr == "queuegate: no room named 'sale' under the key prefix 'qgg' has been used yet\n"
+    assert json.loads(cli("show", "sale", "--json", url=busy_room).stdout)["status"] == "open"
 
 
 @pytest.mark.anyio
@@ -119,6 +132,35 @@ def test_help_is_plain_text() -> None:
         assert shown.returncode == 0
         assert shown.stdout.startswith("usage: queuegate")
         assert not re.search(r"``|:class:|:func:|\.\. ", shown.stdout), shown.stdout
+
+
+def test_the_health_guide_lists_the_controllers_options_as_set_help_says_them() -> None:
+    """docs/guides/health.md named none of them, and said ``settle`` was
+    "the least time between two probes for more" where ``set --help`` said
+    "seconds between two of the controller's changes" (a cut waits for
+    none): one text now, health.lua's."""
+    guide = (ROOT / "docs/guides/health.md").read_text()
+    part = guide.split("\n## Tuning at run time\n", 1)[1].split("\n## ", 1)[0]
+    listed = {}
+    for item in re.split(r"\n- ", part)[1:]:
+        said = " ".join(item.split("\n\n", 1)[0].split())
+        listed[said.split("`")[1].split()[0]] = said
+    (commands,) = [each for each in _parser()._actions if isinstance(each, argparse._SubParsersAction)]
+    helps = {
+        each.option_strings[0]: each.help for each in commands.choices["set"]._actions if each.option_strings
+    }
+    options = ["--target-ms", "--max-errors", "--floor", "--ceiling", "--settle", "--auto"]
+    assert sorted(listed) == sorted(options)
+    for option in options:
+        assert f": {helps[option]}" in listed[option], option
+    # With the value as the help's usage shows it.
+    shown = " ".join(cli("set", "--help", url=None).stdout.split())
+    for said in listed.values():
+        assert said.split("`")[1] in shown
+    # The guide's settle and Health's say what the help says.
+    assert "the least time a change of the rate gets to show" in helps["--settle"]
+    assert "the least time a change of the rate gets to show" in " ".join(guide.split())
+    assert "the least time a change of the rate gets to show" in " ".join((Health.__doc__ or "").split())
 
 
 def test_every_option_of_every_command_says_what_it_is() -> None:
@@ -434,7 +476,11 @@ def test_an_option_of_a_group_is_known(capsys: pytest.CaptureFixture[str]) -> No
     [
         (("show", "nope"), 1, "no room named 'nope'"),
         (("set", "nope", "--rate", "3"), 1, "no room named 'nope'"),
-        (("remove", "nope", "v1"), 1, "no room named 'nope' has been used yet (or its data was lost)"),
+        (
+            ("remove", "nope", "v1"),
+            1,
+            "no room named 'nope' under the key prefix 'qg' has been used yet (or its data was lost)",
+        ),
         (("set", "sale", "--rate", "-3"), 2, "rate must be a whole number >= 0"),
         (("set", "sale", "--status", "ajar"), 2, "status must be one of"),
         (("set", "sale", "--opens-at", "tomorrow"), 2, "opens_at must be an ISO 8601 time"),

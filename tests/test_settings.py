@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from queuegate import ConfigError, QueueGate, Room, Settings
+from queuegate import ConfigError, Health, QueueGate, Room, Settings
 from queuegate.embedded import free_port
+from queuegate.options import KNOWN_VARIABLES
 
 from .conftest import SECRET, ok_app, wait_for_http
 
@@ -31,6 +34,10 @@ ROOM = Room("sale", paths=["/checkout*"], rate=2, per=10)
         ({"name": "sale", "paths": ["/x"], "rate": 1, "per": 0}, "per"),
         ({"name": "sale", "paths": ["/x"], "rate": 1, "per": float("nan")}, "per"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "session": -5}, "session"),
+        # Before forget's default (from the longest of these) was worked out from them.
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "session": "600"}, "session must be"),
+        ({"name": "sale", "paths": ["/x"], "rate": 1, "per": "60"}, "per must be"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "abandon": None}, "abandon must be"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "sliding": "yes"}, "sliding"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "fail": "maybe"}, "fail"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "status": "ajar"}, "status"),
@@ -47,6 +54,36 @@ ROOM = Room("sale", paths=["/checkout*"], rate=2, per=10)
 def test_bad_room_settings(kwargs: dict[str, object], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         Room(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"p95_ms": 0}, "Health: p95_ms must be"),
+        ({"p95_ms": 400, "max_error_rate": 2}, "Health: max_error_rate must be a share between 0 and 1"),
+        ({"p95_ms": 400, "floor": 0}, "Health: floor must be"),
+        ({"p95_ms": 400, "ceiling": -1}, "Health: ceiling must be"),
+        ({"p95_ms": 400, "ceiling": ""}, "Health: ceiling must be a whole number >= 0, got ''"),
+        ({"p95_ms": 400, "ceiling": False}, "Health: ceiling must be a whole number >= 0, got False"),
+        ({"p95_ms": 400, "floor": 5, "ceiling": 2}, "Health: ceiling 2 is below floor 5"),
+        ({"p95_ms": 400, "signal": "server"}, "Health: signal must be"),
+        ({"p95_ms": 400, "settle": 0}, "Health: settle must be"),
+    ],
+)
+def test_a_bad_health_target_names_the_argument_as_given(kwargs: dict[str, Any], said: str) -> None:
+    """``max_error_rate=2`` was said as ``max_errors`` (the console's name)."""
+    with pytest.raises(ConfigError) as raised:
+        Health(**kwargs)
+    assert said in str(raised.value)
+    assert "max_errors" not in str(raised.value)
+
+
+def test_a_bad_target_in_the_environment_names_the_argument_as_given() -> None:
+    room = {"name": "x", "paths": ["/x"], "rate": 1, "target": {"p95_ms": 400, "max_error_rate": 2}}
+    environ = {"QUEUEGATE_SECRET_KEY": SECRET, "QUEUEGATE_ROOMS": json.dumps([room])}
+    with pytest.raises(ConfigError) as raised:
+        Settings.load(environ)
+    assert "QUEUEGATE_ROOMS: Health: max_error_rate must be a share between 0 and 1" in str(raised.value)
 
 
 def test_missing_secret_and_redis_name_their_settings() -> None:
@@ -211,3 +248,64 @@ def test_an_unknown_gate_setting_names_the_one_it_is_likely_a_typo_of() -> None:
         Settings.load(
             {}, secret_key=SECRET, redis_url="redis://x", rooms=[ROOM], trusted_proxy=["10.0.0.0/8"]
         )
+
+
+def test_an_unknown_environment_variable_is_a_warning_naming_the_one_it_is_likely_a_typo_of(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``QUEUEGATE_TIMOUT=0.1`` was ignored without a word, where a typo
+    in ``QUEUEGATE_ROOMS`` is an error. A warning, not an error: the name
+    may be a setting of another version of queuegate."""
+    caplog.set_level(logging.WARNING, logger="queuegate")
+    environ = {
+        "QUEUEGATE_SECRET_KEY": SECRET,
+        "QUEUEGATE_TIMOUT": "0.1",
+        "QUEUEGATE_SHINY": "yes",
+        "QUEUEGATE_ADMIN_SECRET": "back-office-secret",  # the back office's, known
+        "TIMOUT": "0.1",  # not ours
+    }
+    gate = QueueGate(ok_app, rooms=[ROOM], redis="redis://x", environ=environ)
+    assert gate.settings.timeout == 0.25  # ignored, as before
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "queuegate"]
+    assert said == [
+        (
+            logging.WARNING,
+            "queuegate: unknown environment variable QUEUEGATE_SHINY, ignored "
+            "(not a setting of this version of queuegate)",
+        ),
+        (
+            logging.WARNING,
+            "queuegate: unknown environment variable QUEUEGATE_TIMOUT (did you mean "
+            "'QUEUEGATE_TIMEOUT'?), ignored (not a setting of this version of queuegate)",
+        ),
+    ]
+    # As the settings' reference shows it.
+    assert said[1][1] in (Path(__file__).parent.parent / "docs/reference/settings.md").read_text()
+    caplog.clear()
+    QueueGate(ok_app, rooms=[ROOM], secret_key=SECRET, redis="redis://x", environ={"QUEUEGATE_TIMEOUT": "1"})
+    assert [r for r in caplog.records if r.name == "queuegate"] == []
+
+
+# QUEUEGATE_* names this repository shows as typos.
+TYPOS = {"QUEUEGATE_TIMOUT", "QUEUEGATE_SHINY"}
+
+
+def test_every_queuegate_variable_the_repository_names_is_known_to_the_gate() -> None:
+    """So the gates its demo, tests and benchmarks start, with those
+    variables set, warn of none, and the docs name no variable the gate
+    does not read."""
+    root = Path(__file__).parent.parent
+    files = [
+        *(root / ".ci").iterdir(),
+        root / "README.md",
+        root / "SECURITY.md",
+        *(
+            path
+            for top in ("queuegate", "demo_app", "benchmarks", "examples", "tests")
+            for path in (root / top).rglob("*.py")
+        ),
+        *(root / "docs").rglob("*.md"),
+    ]
+    named = {name for path in files for name in re.findall(r"QUEUEGATE_[A-Z0-9_]*[A-Z0-9]", path.read_text())}
+    assert {"QUEUEGATE_TIMEOUT", "QUEUEGATE_E2E"} <= named  # the scan sees the code and the CI
+    assert named - KNOWN_VARIABLES - TYPOS == set()

@@ -268,7 +268,13 @@ def _parser() -> argparse.ArgumentParser:
     change.add_argument("--max-errors", type=float, dest="max_errors", help="tolerated error share (0.02)")
     change.add_argument("--floor", type=int, help="the controller's lowest rate (or capacity)")
     change.add_argument("--ceiling", type=int, help="the controller's highest rate (or capacity), 0: none")
-    change.add_argument("--settle", type=float, help="seconds between two of the controller's changes")
+    change.add_argument(
+        "--settle",
+        type=float,
+        help="the least time a change of the rate gets to show before the controller probes for more, "
+        "takes a graded step or moves after a lowering, seconds (a cut does not wait; the visit it "
+        "measures lengthens it)",
+    )
     change.add_argument(
         "--auto", action="store_true", help="give the rate (or capacity) back to the controller after --rate"
     )

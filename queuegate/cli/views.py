@@ -195,7 +195,7 @@ def _controller_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
         ("target_ms", f"p95 of responses within {milliseconds(stats['target_ms'])}"),
         ("max_errors", f"{percent(stats['max_errors'])} of responses"),
         ("floor / ceiling", f"{stats['floor']:,} / {ceiling}"),
-        ("settle", f"{milliseconds(stats['settle'])} between changes"),
+        ("settle", f"at least {milliseconds(stats['settle'])} for a change to show"),
         ("pinned", "yes: the operator set the rate" if stats["pinned"] else "no: the controller sets it"),
         (
             "p95_ms",
