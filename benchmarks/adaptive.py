@@ -102,7 +102,7 @@ STEPS = ("browse", "cart", "pay")
 DELAYS_S = (10.0, 50.0)
 LIGHT_MS = 20
 DELAYED_WARM_S = DELAYS_S[1] + 10  # an oracle's warm-up: its heavy load has come
-VISIT = "QUEUEGATE_BENCH_VISIT"  # "delayed" in the uvicorn worker's environment
+VISIT = "QGDEV_BENCH_VISIT"  # "delayed" in the uvicorn worker's environment
 ABANDON_S = 30.0
 ROOM_SETTINGS: dict[str, Any] = {"per": 1.0, "client_limit": 0, "abandon": ABANDON_S}
 JSON = "application/json"
@@ -167,7 +167,7 @@ class Backend:
 
 
 def make_app() -> ASGIApp:
-    mode = os.environ.get("QUEUEGATE_BENCH_MODE", "adaptive")
+    mode = os.environ.get("QGDEV_BENCH_MODE", "adaptive")
     backend = Backend(delayed=os.environ.get(VISIT) == "delayed")
     timed: Timed
 
@@ -192,7 +192,7 @@ def make_app() -> ASGIApp:
             rooms=[room],
             secret_key="benchmark-secret-key-0123456789",
             redis=os.environ["QUEUEGATE_REDIS_URL"],
-            prefix=os.environ.get("QUEUEGATE_BENCH_PREFIX", "qg"),
+            prefix=os.environ.get("QGDEV_BENCH_PREFIX", "qg"),
             cookie_secure=False,
             timeout=2.0,
         )
@@ -330,7 +330,7 @@ def run(
 ) -> Record:
     with EmbeddedServer(server_binary("path")) as server:
         prefix = f"qg{time.time_ns()}"
-        env = {"QUEUEGATE_BENCH_PREFIX": prefix, VISIT: "delayed" if delayed else "shop"}
+        env = {"QGDEV_BENCH_PREFIX": prefix, VISIT: "delayed" if delayed else "shop"}
         with uvicorn_server(mode, server.url, app="benchmarks.adaptive:app", env=env) as served:
             return uvloop.run(
                 drive(served.port, server.url, prefix, phases, phase_seconds, schedule, delayed)

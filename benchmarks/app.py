@@ -1,6 +1,6 @@
 """The app the speed benchmark serves: a trivial Starlette app, bare or gated.
 
-QUEUEGATE_BENCH_MODE=bare|gated QUEUEGATE_REDIS_URL=... uvicorn benchmarks.app:app
+QGDEV_BENCH_MODE=bare|gated QUEUEGATE_REDIS_URL=... uvicorn benchmarks.app:app
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ class CopiesSeen:
         await JSONResponse(answer)(scope, receive, send)
 
 
-if os.environ.get("QUEUEGATE_BENCH_LOG"):  # the gate's own log lines, to see what it went through
+if os.environ.get("QGDEV_BENCH_LOG"):  # the gate's own log lines, to see what it went through
     logging.basicConfig(level=logging.INFO)
 
 
@@ -208,8 +208,8 @@ def gated(redis_url: str, timeout: float = 1.0) -> QueueGate:
     )
 
 
-if os.environ.get("QUEUEGATE_BENCH_MODE", "bare") == "gated":
-    gate = gated(os.environ["QUEUEGATE_REDIS_URL"], float(os.environ.get("QUEUEGATE_BENCH_TIMEOUT", "1.0")))
-    app = CopiesSeen(gate) if os.environ.get("QUEUEGATE_BENCH_COPIES") else gate
+if os.environ.get("QGDEV_BENCH_MODE", "bare") == "gated":
+    gate = gated(os.environ["QUEUEGATE_REDIS_URL"], float(os.environ.get("QGDEV_BENCH_TIMEOUT", "1.0")))
+    app = CopiesSeen(gate) if os.environ.get("QGDEV_BENCH_COPIES") else gate
 else:
     app = bare

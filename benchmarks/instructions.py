@@ -335,9 +335,9 @@ def _serve(mode: str, url: str, directory: str) -> tuple[subprocess.Popen[bytes]
     port = free_port()
     env = {
         **os.environ,
-        "QUEUEGATE_BENCH_MODE": mode,
+        "QGDEV_BENCH_MODE": mode,
         "QUEUEGATE_REDIS_URL": url,
-        "QUEUEGATE_BENCH_TIMEOUT": str(SLOW_TIMEOUT),
+        "QGDEV_BENCH_TIMEOUT": str(SLOW_TIMEOUT),
     }
     command = [
         *CALLGRIND,

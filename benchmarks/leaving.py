@@ -394,7 +394,7 @@ def measure(samples: int = 10, trials: int = 30, flush_trials: int = 10, held: i
     """The whole run (its own Redis and servers); the report."""
     most_files()
     with EmbeddedServer(server_binary("path")) as server, contextlib.ExitStack() as stack:
-        env = {"QUEUEGATE_BENCH_COPIES": "1"}
+        env = {"QGDEV_BENCH_COPIES": "1"}
         ports = [
             stack.enter_context(uvicorn_server("gated", server.url, env=env)).port for _ in range(SERVERS)
         ]

@@ -114,7 +114,7 @@ def uvicorn_server(
     """uvicorn serving ``app`` (ready once ``/page`` answers); ``workers``
     processes (the pid is the first's, or the only worker's)."""
     port = free_port()
-    env = {**os.environ, **(env or {}), "QUEUEGATE_BENCH_MODE": mode, "QUEUEGATE_REDIS_URL": redis_url}
+    env = {**os.environ, **(env or {}), "QGDEV_BENCH_MODE": mode, "QUEUEGATE_REDIS_URL": redis_url}
     command = [
         sys.executable, "-m", "uvicorn", app, "--port", str(port), "--loop", "uvloop",
         "--http", "httptools", "--log-level", "warning", "--no-access-log", "--backlog", "4096",

@@ -40,7 +40,7 @@ from queuegate.embedded import EmbeddedServer, server_binary
 
 from .speed import Served, cookie, measured, uvicorn_server
 
-RESPONSE_ENV = "QUEUEGATE_BENCH_RESPONSE"  # the raw app's response: JSON, latin-1 texts
+RESPONSE_ENV = "QGDEV_BENCH_RESPONSE"  # the raw app's response: JSON, latin-1 texts
 POLL = "/_queuegate/status/bench-wait"
 # uvicorn adds these to every response itself: a raw app must not send them twice.
 SERVER_HEADERS = {"date", "server"}

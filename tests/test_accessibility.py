@@ -4,7 +4,7 @@ schemes, reflow at 320 CSS pixels (what 400 % zoom leaves of a 1280 px
 window) without sideways scrolling, and no motion for visitors who ask for
 less of it.
 
-Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
+Skipped without Chromium, unless QGDEV_E2E=required (.ci/run)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ TIMER_MS = 1.0  # the event loop's timers' resolution
 
 
 async def test_a_delayed_visit_pays_its_delay_after_admission(redis_url: str) -> None:
-    env = {VISIT: "delayed", "QUEUEGATE_BENCH_PREFIX": f"qg{time.time_ns()}"}
+    env = {VISIT: "delayed", "QGDEV_BENCH_PREFIX": f"qg{time.time_ns()}"}
     with uvicorn_server("50", redis_url, app="benchmarks.adaptive:app", env=env) as served:
         record = Record(started=time.monotonic(), started_wall=time.time())
         await visitor(served.port, record, record.started + 30, delay=DELAY_S)

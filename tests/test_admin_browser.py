@@ -2,7 +2,7 @@
 loads behind its sign-in, its charts draw points, a rate change applies and
 shows in the activity list, and its strict CSP lets everything run.
 
-Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
+Skipped without Chromium, unless QGDEV_E2E=required (.ci/run)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ served demo: nothing runs off the page or out of its card, the charts'
 time labels do not collide, and virtual visitors' errors come with their
 reasons and their give-ups show as drop-off at once.
 
-Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
+Skipped without Chromium, unless QGDEV_E2E=required (.ci/run)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 solves the challenge by itself, takes its place and shows the line, in Korean
 and in Arabic; without JavaScript it says that JavaScript is needed.
 
-Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
+Skipped without Chromium, unless QGDEV_E2E=required (.ci/run)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from .conftest import EXTERNAL, SECRET, _until, client_for, ok_app, start_cluste
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(EXTERNAL is not None, reason="needs its own cluster, not QUEUEGATE_TEST_REDIS_URL"),
+    pytest.mark.skipif(EXTERNAL is not None, reason="needs its own cluster, not QGDEV_TEST_REDIS_URL"),
 ]
 
 RECOVERY_SECONDS = 15

@@ -1,6 +1,6 @@
 """The opt-in build with the request path compiled by mypyc
 (docs/performance.md): queuegate says which one runs, and CI's compiled
-run (QUEUEGATE_COMPILED=required, .ci/run) checks that it runs the modules
+run (QGDEV_COMPILED=required, .ci/run) checks that it runs the modules
 the build compiles, not the Python files beside the tests."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_no_build_leftovers_in_the_clone() -> None:
         assert not list((ROOT / "queuegate").glob("*.so")), "a build's .so files left in the clone"
 
 
-@pytest.mark.skipif(os.environ.get("QUEUEGATE_COMPILED") != "required", reason="not the compiled run")
+@pytest.mark.skipif(os.environ.get("QGDEV_COMPILED") != "required", reason="not the compiled run")
 def test_the_compiled_run_runs_compiled() -> None:
     assert queuegate.COMPILED, f"{queuegate.__file__}: pure Python (the source tree shadows the install?)"
     assert Path(queuegate.__file__ or "").parent != ROOT / "queuegate"

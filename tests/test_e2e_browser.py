@@ -1,7 +1,7 @@
 """End to end in a real browser: headless Chromium (Debian's) driven by Playwright.
 
 Skipped when no Chromium is installed (``apt-get install chromium``), unless
-``QUEUEGATE_E2E=required`` (set by .ci/run), where a missing browser fails.
+``QGDEV_E2E=required`` (set by .ci/run), where a missing browser fails.
 Screenshots of the waiting page and the back office land in test-artifacts/.
 """
 

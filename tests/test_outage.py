@@ -3,7 +3,7 @@ outage keep passing until their sessions end, nobody new gets in, every
 request is answered within the timeout, and the gate recovers by itself.
 Checked all through the outage, not only at its start.
 
-QUEUEGATE_OUTAGE_SECONDS sets the outage's length (3 s in the suite; the
+QGDEV_OUTAGE_SECONDS sets the outage's length (3 s in the suite; the
 figures in the README come from a 30 s run with ``pytest -s``)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .stalls import Stalls
 
 pytestmark = pytest.mark.anyio
 
-OUTAGE = float(os.environ.get("QUEUEGATE_OUTAGE_SECONDS", "3"))
+OUTAGE = float(os.environ.get("QGDEV_OUTAGE_SECONDS", "3"))
 TIMEOUT = 0.2
 MARGIN = 0.15
 SHORT_SESSION = OUTAGE / 2 + 0.5  # ends in the middle of the outage

@@ -360,7 +360,7 @@ class Probe:
             assert self.seen["non-origin"] >= 3, self.seen
 
 
-EXAMPLES = int(os.environ.get("QUEUEGATE_ROUTER_EXAMPLES", "80"))
+EXAMPLES = int(os.environ.get("QGDEV_ROUTER_EXAMPLES", "80"))
 
 
 def odd_target_examples(test: Any) -> Any:

@@ -293,7 +293,8 @@ TYPOS = {"QUEUEGATE_TIMOUT", "QUEUEGATE_SHINY"}
 def test_every_queuegate_variable_the_repository_names_is_known_to_the_gate() -> None:
     """So the gates its demo, tests and benchmarks start, with those
     variables set, warn of none, and the docs name no variable the gate
-    does not read."""
+    does not read. (The repository's tests and benchmarks name their own
+    QGDEV_*, outside the gate's names.)"""
     root = Path(__file__).parent.parent
     files = [
         *(root / ".ci").iterdir(),
@@ -306,6 +307,8 @@ def test_every_queuegate_variable_the_repository_names_is_known_to_the_gate() ->
         ),
         *(root / "docs").rglob("*.md"),
     ]
-    named = {name for path in files for name in re.findall(r"QUEUEGATE_[A-Z0-9_]*[A-Z0-9]", path.read_text())}
-    assert {"QUEUEGATE_TIMEOUT", "QUEUEGATE_E2E"} <= named  # the scan sees the code and the CI
+    texts = [path.read_text() for path in files]
+    named = {name for text in texts for name in re.findall(r"QUEUEGATE_[A-Z0-9_]*[A-Z0-9]", text)}
+    assert "QUEUEGATE_TIMEOUT" in named  # the scan sees the code
+    assert any("QGDEV_E2E" in text for text in texts)  # and the CI (its own names are QGDEV_*)
     assert named - KNOWN_VARIABLES - TYPOS == set()

@@ -4,7 +4,7 @@ and the page goes in when the visitor looks at it again.
 
 Headless Chromium reports every page as visible, so an init script makes
 ``document.hidden`` follow a flag the test sets, and records notifications.
-Skipped without Chromium, unless QUEUEGATE_E2E=required (.ci/run)."""
+Skipped without Chromium, unless QGDEV_E2E=required (.ci/run)."""
 
 from __future__ import annotations
 

@@ -141,7 +141,7 @@ def django_app(mode: str) -> ASGIApp:
             ROOT_URLCONF="tests.servers.django_urls",
             MIDDLEWARE=[],
             INSTALLED_APPS=[],
-            QUEUEGATE_MODE=mode,
+            QGDEV_MODE=mode,
         )
         django.setup()
     from django.core.asgi import get_asgi_application

@@ -33,7 +33,7 @@ def open_page(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     return response
 
 
-if settings.QUEUEGATE_MODE == "routes":
+if settings.QGDEV_MODE == "routes":
     protected = gated("sale")(protected)
     protected_async = gated("sale")(protected_async)
 

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from .apps import build
 
-ARGS = "QUEUEGATE_SERVE_ARGS"  # granian builds the app in its worker, from these
+ARGS = "QGDEV_SERVE_ARGS"  # granian builds the app in its worker, from these
 
 
 def factory() -> ASGIApp:
