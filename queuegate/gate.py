@@ -218,12 +218,17 @@ class QueueGate:
         # Measure around the whole app: for "app" signals, and for rooms with
         # a target that a dependency or decorator may gate further in.
         self._measure_all = any(room.target is not None for room in settings.rooms)
+        # The look for a loss of Redis's data not started yet (queuegate.dataloss).
+        self._unwatched = True
 
     # -- routing -----------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http" or kind == "websocket":
+            if self._unwatched:  # a server that ran no lifespan (Django's handler, daphne)
+                self._unwatched = False
+                self.store.data_watch.start()
             path = scope["path"]
             if path[:1] != "/" and not (path == "*" and scope.get("method") == "OPTIONS"):
                 await self._refuse_target(scope, receive, send)
@@ -257,8 +262,7 @@ class QueueGate:
                 return
         elif kind == "lifespan":
             receive = warming(self.store, self.rooms, receive)
-            if self._owns_client:
-                send = self._closing_send(send)
+            send = self._closing_send(send)
         await self.app(scope, receive, send)
 
     @staticmethod
@@ -304,9 +308,16 @@ class QueueGate:
         return False
 
     def _closing_send(self, send: Send) -> Send:
+        """At the lifespan's shutdown, the gate's connections closed if it
+        made them; else (a client given) its look for a loss of data stops,
+        and the client is left to its owner."""
+
         async def closing_send(message: Message) -> None:
             if message["type"] == "lifespan.shutdown.complete":
-                await self.aclose()
+                if self._owns_client:
+                    await self.aclose()
+                else:
+                    await self.store.data_watch.aclose()
             await send(message)
 
         return closing_send
