@@ -42,7 +42,7 @@ from starlette.types import Receive, Scope, Send
 
 from .checks import ConfigError
 from .readings import each_room
-from .settings import ROOM_NAME
+from .settings import ROOM_NAME, Room
 from .store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -209,8 +209,17 @@ def _named(rooms: Iterable[str] | None) -> list[str] | None:
         return None
     if isinstance(rooms, str):
         raise ConfigError(f"rooms must be a list of room names, got the string {rooms!r}: rooms=[{rooms!r}]")
-    names = list(dict.fromkeys(rooms))
-    wrong = [name for name in names if not isinstance(name, str) or not ROOM_NAME.fullmatch(name)]
+    try:
+        given = list(rooms)
+    except TypeError:
+        raise ConfigError(f"rooms must be a list of room names, got {rooms!r}") from None
+    for name in given:
+        if isinstance(name, Room):
+            raise ConfigError(f"rooms: give the rooms' names (Room.name), got the Room {name.name!r}")
+        if not isinstance(name, str):
+            raise ConfigError(f"rooms: {name!r} is not a room's name (a string)")
+    names = list(dict.fromkeys(given))
+    wrong = [name for name in names if not ROOM_NAME.fullmatch(name)]
     if wrong:
         said = ", ".join(map(repr, wrong))
         raise ConfigError(f"rooms: {said} cannot be a room's name (1-100 letters, digits, '-' or '_')")

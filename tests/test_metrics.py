@@ -292,6 +292,13 @@ async def test_a_room_named_that_redis_has_not_is_said_not_dropped(
         metrics_app(gate.store, rooms="sale")
     with pytest.raises(ConfigError, match="'sale ' cannot be a room's name"):
         metrics_app(gate.store, rooms=["sale", "sale "])
+    # Other wrong kinds: said, not a bare TypeError.
+    with pytest.raises(ConfigError, match="rooms must be a list of room names, got 5"):
+        metrics_app(gate.store, rooms=5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"\['sale'\] is not a room's name"):
+        metrics_app(gate.store, rooms=[["sale"]])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match=r"give the rooms' names \(Room.name\), got the Room 'sale'"):
+        metrics_app(gate.store, rooms=[Room("sale", paths=["/s"], rate=1)])  # type: ignore[list-item]
 
 
 async def test_the_exporter_is_served_at_its_path_by_a_route(make_gate: MakeGate) -> None:
