@@ -409,11 +409,12 @@ if visit_work > 0 then
   end
 end
 local show_s = math.max(settle / 1000, visit_s + 1)
--- Probes are paced in `settle`s, not in probes: a change that takes `paced`
--- of them to show (a visit longer than settle, its heavy request late)
--- moves the probes' ramp by as many steps, and a cut is followed by a
--- cruise of one settle once it has shown. (With visits shorter than
--- settle, one step a probe, as the ramp was made for.)
+-- Probes are paced in `settle`s, not in probes: a probe whose change
+-- takes `paced` of them to show (a visit longer than settle, its heavy
+-- request late) moves the probes' ramp paced - 1 steps further than one
+-- that takes one (the step at the last overload included), and a cut is
+-- followed by a cruise of one settle once it has shown. (With visits
+-- shorter than settle, nothing changes: the ramp was made for them.)
 local paced = math.max(1, math.floor(show_s * 1000 / settle))
 
 local field = controlled_field()
