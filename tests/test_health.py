@@ -280,6 +280,25 @@ async def test_a_young_room_told_its_visits_length_stays_within_twice_the_capaci
     assert max(run.rates) > run.rates[0], run.reasons
 
 
+async def test_a_long_visits_probes_are_paced_in_settles(redis_url: str) -> None:
+    """Visits ten settles long (light pages, then the heavy request 40-50 s
+    after admission): each probe waits a visit for its load to show. Where
+    the capacity grows again after a fall (the third phase, 4x the
+    second's), the probes' ramp (1/8, 1/4, 1/2, x2) goes a step for each
+    settle their change took to show, and the cruise after a cut is one
+    settle once it has shown: the probe after the step at the last overload
+    doubles, and the rate at least doubles in the phase. (Before, 1/8 then
+    1/4, a visit apart, the first two visits after the cut: 12 a second to
+    24 in the phase, against a best fixed rate of 66.) The rate still stays
+    within twice what the plant serves."""
+    run = await simulate(redis_url, "delayed", 13, 120)
+    start, end = 240, 359  # the third phase
+    probes = [why for why in run.reasons[start : end + 1] if "visitors waiting (capacity x" in why]
+    assert any("capacity x2.00" in why for why in probes), probes
+    assert run.rates[end] >= 2 * run.rates[start], (run.rates[start], run.rates[end], probes)
+    assert max(run.rates) <= 2 * most_rate(run.plant) + 1, max(run.rates)
+
+
 async def test_an_overload_past_a_capacity_only_guessed_is_cut(redis_url: str) -> None:
     """A probe's capacity is a guess, not a limit; the app then overloads
     (load the gate does not see, on the same pool). The overload beyond

@@ -53,10 +53,11 @@
 -- 4. Probing for more. Within target with room under it (p95 under
 --    HEADROOM x target, errors under half their maximum), visitors waiting
 --    and the load of the rate admitted come, once the last change has
---    shown (a visit's length, at least `settle`; CRUISE of them after a
+--    shown (a visit's length, at least `settle`; and one settle more after a
 --    cut): cap grows x2 before the first overload, then by 1/8, 1/4, 1/2,
---    x2 with each probe in a row (BBR's probing). Probes past the last
---    overload start once in PAST_PEAK at most.
+--    x2 with each probe in a row (BBR's probing), a step for each settle
+--    its change took to show. Probes past the last overload start once in
+--    PAST_PEAK at most.
 -- An app down is not small: at the floor for a visit's length, completing
 -- no more than the floor's visitors bring, most requests failing or none
 -- answered, it holds at the floor; once within target again, the capacity
@@ -110,7 +111,6 @@ local HEADROOM = 0.8      -- latency under this share of the target shows room t
 local MIN_EXPOSURE = 5    -- visitor-seconds at an age before its figures count
 local DRAIN = 0.9         -- after an overload, plan with this share of what the app completed
 local JUDGE_S = 5         -- s: counts faded over this judge a mild, lasting overload
-local CRUISE = 2          -- after a cut, probe again after this many visits' lengths
 local ERROR_STEP = 0.3    -- errors over their maximum, not beyond chance: the most a graded step lowers
 local LOWER_STEP = 0.5    -- short of a cut, one look lowers the rate to this share at most (graded: its own)
 local QUEUED = 1.5        -- a report this much slower than the costs known shows a queue
@@ -409,6 +409,13 @@ if visit_work > 0 then
   end
 end
 local show_s = math.max(settle / 1000, visit_s + 1)
+-- Probes are paced in `settle`s, not in probes: a probe whose change
+-- takes `paced` of them to show (a visit longer than settle, its heavy
+-- request late) moves the probes' ramp paced - 1 steps further than one
+-- that takes one (the step at the last overload included), and a cut is
+-- followed by a cruise of one settle once it has shown. (With visits
+-- shorter than settle, nothing changes: the ramp was made for them.)
+local paced = math.max(1, math.floor(show_s * 1000 / settle))
 
 local field = controlled_field()
 local value = field == 'rate' and rate or capacity
@@ -677,7 +684,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- The load of the rate admitted has not all come yet.
         reason = 'hold: within target, the load of the rate admitted still coming'
       elseif now - last < show_s * 1000
-          or now - (tonumber(st.cut_at) or 0) < CRUISE * show_s * 1000 then
+          or now - (tonumber(st.cut_at) or 0) < show_s * 1000 + settle then
         reason = 'hold: within target, the last change is still showing'
       elseif tonumber(st.peak) and cap >= DRAIN * tonumber(st.peak)
           and (tonumber(st.past_at) or 0) <= (tonumber(st.cut_at) or 0)
@@ -703,12 +710,14 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           gain = math.min(1.25, DRAIN * peak / cap)
         elseif peak and cap < peak then
           -- At the last overload: a small step, and no more in a row
-          -- until past it (the app has grown).
+          -- until past it (the app has grown). Paced, it is the ramp's
+          -- first step, and the probe past it goes as many further.
           gain = 1.125
+          if paced > 1 then put('probes', math.min(paced - 1, 3)) end
         elseif st.overloaded then
           local probes = tonumber(st.probes) or 0
           gain = 1 + 0.125 * 2 ^ probes
-          put('probes', math.min(probes + 1, 3))
+          put('probes', math.min(probes + paced, 3))
         else
           gain = p95 < HEADROOM * goal / 2 and 2 or 1.25
         end
