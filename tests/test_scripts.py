@@ -265,3 +265,19 @@ async def test_drain_empties_the_line_only(store: Store) -> None:
     assert await store.drain(room, now=T0 + 1) == 2
     stats = await store.stats(room, now=T0 + 2)
     assert (stats["waiting"], stats["active"], stats["drained"]) == (0, 1, 2)
+
+
+def test_the_settings_python_packs_and_logs_are_the_ones_advance_reads() -> None:
+    """A room's defaults are packed in ROOM_SETTINGS' order and read by
+    advance.lua's SETTINGS; `--reset all` resets SETTINGS in the script and
+    the activity log names ROOM_SETTINGS: one list, written twice, held
+    equal here."""
+    import re
+    from pathlib import Path
+
+    from queuegate.settings import ROOM_SETTINGS
+
+    text = (Path(__file__).parent.parent / "queuegate/scripts/advance.lua").read_text()
+    found = re.search(r"local SETTINGS = \{(.*?)\}", text, re.S)
+    assert found is not None
+    assert tuple(re.findall(r"'(\w+)'", found.group(1))) == ROOM_SETTINGS
