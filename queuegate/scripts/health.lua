@@ -37,7 +37,8 @@
 --    one of an app given less than it completed (a drain); an overload
 --    judged beyond chance does, to DRAIN x the work the app completed well
 --    in it (failed responses are no work); errors over their maximum but
---    not beyond chance lower it by steps (graded). `limit` then says the
+--    not beyond chance lower it by steps (graded), and while they are over
+--    it over JUDGE_S no reading raises it. `limit` then says the
 --    capacity is where the app overloaded. Work of no known visit of the
 --    room is the app's background, and the room plans with cap less that.
 -- 3. The rate the model allows. The visitors inside will still bring
