@@ -37,7 +37,8 @@
 --    one of an app given less than it completed (a drain); an overload
 --    judged beyond chance does, to DRAIN x the work the app completed well
 --    in it (failed responses are no work); errors over their maximum but
---    not beyond chance lower it by steps (graded). `limit` then says the
+--    not beyond chance lower it by steps (graded), and while they are over
+--    it over JUDGE_S no reading raises it. `limit` then says the
 --    capacity is where the app overloaded. Work of no known visit of the
 --    room is the app's background, and the room plans with cap less that.
 -- 3. The rate the model allows. The visitors inside will still bring
@@ -664,7 +665,13 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- look within target, what that overload taught.
         redis.call('HDEL', h, 'down', 'slowed', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
       end
-      cap = math.max(cap or 0, done)
+      -- A reading raises the capacity only with the errors within their
+      -- maximum over the last JUDGE_S too: a second or two of a few dozen
+      -- responses with no 503 in them is no evidence that a backend which
+      -- sheds load serves that much (the reading just after a graded step,
+      -- of the load before it, put the capacity back over the step, and
+      -- the model raised the rate into the errors again: a saw-tooth).
+      if not cap or je <= max_errors * jn then cap = math.max(cap or 0, done) end
       put('healthy_value', value)
       put('within_done', done)
       -- What the app was seen to serve over a whole visit within target.
