@@ -61,6 +61,7 @@ class DataWatch:
     def __init__(self, together: Together, prefix: str, now_ms: Callable[[], int]) -> None:
         self._together = together
         self._now_ms = now_ms
+        self.prefix = prefix
         self.key = f"{prefix}:since"
         self.known: str | None = None  # the key's value at the last look, None = no look yet
         self.losses = 0  # losses this process found
@@ -84,7 +85,7 @@ class DataWatch:
                 logger.info(
                     "queuegate: Redis held no data under %r before this process started (a new "
                     "Redis, or one whose data was lost): every room runs on its code's settings",
-                    key.rsplit(":", 1)[0],
+                    self.prefix,
                 )
         elif value != self.known:
             self.losses += 1
@@ -93,7 +94,7 @@ class DataWatch:
                 "on disk, FLUSHALL, a failover to an empty server, or its keys deleted): every "
                 "room's line starts empty, and the settings set at run time (rates, pauses, "
                 "pins...) are back to the code's; `queuegate list` shows what the rooms run with now",
-                key.rsplit(":", 1)[0],
+                self.prefix,
             )
         self.known = value
 
