@@ -23,6 +23,7 @@ from queuegate.cli.commands import _set
 from queuegate.cli.parser import Parser, _parser
 from queuegate.cli.session import opened
 from queuegate.cli.views import _list
+from queuegate.connections import redacted
 from queuegate.embedded import free_port
 from queuegate.settings import ROOM_SETTINGS
 
@@ -73,10 +74,14 @@ async def busy_room(make_gate: MakeGate, redis_url: str) -> str:
 @pytest.mark.anyio
 async def test_a_room_looked_for_under_another_prefix_is_said_with_the_prefix(busy_room: str) -> None:
     """``--prefix qgg`` for ``qg`` said only "no room named 'sale' has been
-    used yet", of a room in use."""
+    used yet", of a room in use; the server is named too (another Redis,
+    or another database on it, is the other way to miss a room)."""
     wrong = cli("set", "sale", "--status", "paused", "--prefix", "qgg", url=busy_room)
     assert wrong.returncode == 1
-    assert wrong.stderr == "queuegate: no room named 'sale' under the key prefix 'qgg' has been used yet\n"
+    assert wrong.stderr == (
+        "queuegate: no room named 'sale' under the key prefix 'qgg' has been used yet,"
+        f" on Redis at {redacted(busy_room)}\n"
+    )
     assert json.loads(cli("show", "sale", "--json", url=busy_room).stdout)["status"] == "open"
 
 

@@ -168,3 +168,22 @@ async def test_a_reader_that_stops_early_ends_the_watch_quietly(redis_url: str, 
     done = await piped("list --watch 0.5", "head -8", redis_url)  # up to the second view's header
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.count("queuegate list: every 500 ms") == 2
+
+
+async def test_a_room_forgotten_under_a_watch_is_said_with_the_server(redis_url: str, store: Store) -> None:
+    """``show ROOM --watch`` on a room forgotten meanwhile says so, naming
+    the key prefix and the server it looked on, and keeps watching."""
+    await store.stats(SALE)
+    process = watching("show", "sale", "--watch", "0.5", url=redis_url)
+    try:
+        read_until(process, "queuegate show sale: every 500 ms")
+        await store.forget("sale")
+        said = read_until(process, "no room named").splitlines()[-1]
+        assert said.startswith(
+            "no room named 'sale' under the key prefix 'qg' has been used yet,"
+            f" on Redis at {redis_url}, since "
+        ), said
+        assert process.poll() is None
+    finally:
+        status, stderr = interrupt(process)
+    assert (status, stderr) == (0, "")

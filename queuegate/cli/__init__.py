@@ -74,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"queuegate: {exc}", file=sys.stderr)
         return 2
     except UnknownRoom as exc:
-        print(f"queuegate: {exc}", file=sys.stderr)
+        # The server too: a room in use looked for on another Redis is unknown.
+        print(f"queuegate: {exc}, on Redis at {redacted(url or '?')}", file=sys.stderr)
         return 1
     except StoreError as exc:
         print(f"queuegate: cannot reach Redis at {redacted(url or '?')} ({exc})", file=sys.stderr)

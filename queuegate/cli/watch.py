@@ -83,7 +83,9 @@ async def _rounds(args: argparse.Namespace, url: str, console: Console) -> None:
                 failing_since = failing_since or _now()
                 # (A room gone is a StoreError too: said as what it is.)
                 said = (
-                    exc if isinstance(exc, UnknownRoom) else f"cannot reach Redis at {redacted(url)} ({exc})"
+                    f"{exc}, on Redis at {redacted(url)}"
+                    if isinstance(exc, UnknownRoom)
+                    else f"cannot reach Redis at {redacted(url)} ({exc})"
                 )
                 trouble = f"{said}, since {failing_since}; trying again every {duration(args.watch)}"
 
