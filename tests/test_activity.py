@@ -72,11 +72,11 @@ async def test_the_app_s_own_changes_are_logged_and_visitors_own_are_not(store: 
 
 async def test_the_log_is_capped_and_forgotten_with_its_room(store: Store, redis_url: str) -> None:
     await store.enter(FIXED, "a")
-    for rate in range(ACTIVITY_KEEP + 5):
+    for rate in range(1, ACTIVITY_KEEP + 6):
         await store.configure(FIXED, rate=rate)
     log = await store.activity("fixed", ACTIVITY_KEEP + 10)
     assert len(log) == ACTIVITY_KEEP
-    assert log[0]["details"] == {"rate": ACTIVITY_KEEP + 4, "per": 60}  # per: kept with it
+    assert log[0]["details"] == {"rate": ACTIVITY_KEEP + 5, "per": 60}  # per: kept with it
     await store.configure(Room("brief", paths=["/b"], rate=1, forget=60.0), rate=2)
     with redis.Redis.from_url(redis_url) as client:
         assert 0 < client.pttl("qg:{brief}:activity") <= 60_000
@@ -219,3 +219,34 @@ async def test_a_room_s_log_survives_another_store(redis_url: str) -> None:
     finally:
         await second.aclose()
     assert (entry["who"], entry["action"], entry["details"]) == ("ops bot", "drain", {"removed": 0})
+
+
+async def test_a_change_leaving_neither_rate_nor_capacity_is_refused(store: Store, redis_url: str) -> None:
+    """`set --rate 0` on a room without a capacity was taken (rate 0 is no
+    limit) and every newcomer walked in, where the code refuses such a room:
+    refused the same way, from the console and the back office, with the
+    statuses that do what the operator may have meant. A rate of 0 beside
+    a capacity is a room limited by its capacity, and is taken."""
+    await store.enter(FIXED, "a")
+    with pytest.raises(ConfigError, match=r"with both 0 \(no limit\) the room would let everyone in"):
+        await store.configure("fixed", rate=0)
+    refused = console(redis_url, "set", "fixed", "--rate", "0")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert "set the status to paused" in refused.stderr
+    async with signed_in(mounted(store, secret=SECRET)) as office:
+        answer = await office.post("/ops/api/rooms/fixed", json={"rate": 0})
+        assert answer.status_code == 400
+        assert "would let everyone in" in answer.json()["error"]
+        assert (await office.get("/ops/api/activity")).json()["activity"] == []
+    stats = await store.stats("fixed")
+    assert (stats["rate"], stats["capacity"], stats["run_time"]) == (1, 0, [])
+    # Nobody new got in meanwhile: the line is as it was.
+    assert (await store.enter(FIXED, "b")).state == "waiting"
+    # With a capacity, in the same call or already in force, rate 0 is taken;
+    # then a capacity of 0 is refused, and a reset of the rate to the code's
+    # with it is not.
+    assert console(redis_url, "set", "fixed", "--rate", "0", "--capacity", "5").returncode == 0
+    assert console(redis_url, "set", "fixed", "--capacity", "0").returncode == 2
+    assert console(redis_url, "set", "fixed", "--capacity", "0", "--reset", "rate").returncode == 0
+    shown = json.loads(console(redis_url, "show", "fixed", "--json").stdout)
+    assert (shown["rate"], shown["capacity"]) == (1, 0)

@@ -241,7 +241,9 @@ def _parser() -> argparse.ArgumentParser:
 
     change = commands.add_parser("set", help="change a room's run-time settings")
     change.add_argument("room")
-    change.add_argument("--rate", type=int, help="visitors admitted per interval")
+    change.add_argument(
+        "--rate", type=int, help="visitors admitted per interval (0: no limit; only beside a capacity)"
+    )
     change.add_argument("--per", type=float, help="interval, seconds")
     change.add_argument("--capacity", type=int, help="most active sessions (0: no limit)")
     change.add_argument("--session", type=float, help="session length, seconds")

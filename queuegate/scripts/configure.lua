@@ -14,7 +14,8 @@
 -- code: the app's processes measure the responses only of rooms with a
 -- `target` (queuegate.gate), so nothing would ever reach the controller.
 -- So are the controller's own settings there (max_errors, floor, ceiling,
--- settle), which only a controller reads; their removal is not.
+-- settle), which only a controller reads; their removal is not. So is a
+-- change that leaves the room neither a rate nor a capacity.
 -- So is an unpin (`pinned` "", `set --auto`) there when nothing is pinned:
 -- no controller would take the rate back. A pin left from a deploy that had
 -- a target is removed (`--reset all`, `--auto`), or the next deploy with a
@@ -95,6 +96,22 @@ for _, field in ipairs(order) do
       .. 'sets its rate and none would take it back (--auto). Give the room one in code '
       .. '(Room(..., target=Health(p95_ms=300))) for that.')
   end
+end
+
+-- A room left with neither a rate nor a capacity (0 is no limit for each)
+-- would let everyone in: refused, as the code refuses such a room
+-- (queuegate.settings). `set --rate 0` read as "let nobody in" and turned
+-- the gate off. Both as in force after the change: a value given, the
+-- code's for one reset, else the one in force now.
+local function after(field, index, value_now)
+  local value = given[field]
+  if value == nil then return value_now end
+  return tonumber(value ~= '' and value or default[index]) or 0
+end
+if after('rate', 1, rate) == 0 and after('capacity', 3, capacity) == 0 then
+  return redis.error_reply('REFUSED rate and capacity: with both 0 (no limit) the room would let '
+    .. 'everyone in. To let nobody in, set the status to paused; to let everyone in on purpose, '
+    .. 'to passthrough.')
 end
 
 -- A change that makes the room draw (a lottery, a scheduled opening; a reset
