@@ -100,7 +100,13 @@ class Decisions:
         if now - self._last_failure_log >= FAILURE_LOG_INTERVAL:
             self._last_failure_log = now
             logger.warning(
-                "queuegate: Redis did not answer for room %r (%s); failing %s", room.name, exc, room.fail
+                "queuegate: Redis did not answer for room %r (%s); failing %s (%s)",
+                room.name,
+                exc,
+                room.fail,
+                "requests go on to the app ungated"
+                if room.fail == "open"
+                else "a 503 page, but for visitors admitted before",
             )
 
     async def decide(

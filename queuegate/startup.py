@@ -36,7 +36,9 @@ def warming(store: Store, rooms: Rooms, receive: Receive) -> Receive:
             except StoreError as exc:
                 logger.warning(
                     "queuegate: Redis did not answer at startup (%s); gated requests are answered "
-                    "as each room's fail setting says until it does",
+                    "as each room's fail setting says until it does (closed: a 503 page, but for "
+                    "visitors admitted before). Check the URL given as redis= or QUEUEGATE_REDIS_URL "
+                    "from this host: queuegate --redis URL list",
                     exc,
                 )
             else:

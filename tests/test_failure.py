@@ -58,7 +58,7 @@ def _calls(answers: list[tuple[int, tuple[float, float], dict[str, str]]]) -> li
 
 
 async def test_closed_mode_answers_503_in_time_when_redis_dies_then_recovers(
-    make_gate: MakeGate, own_server: EmbeddedServer
+    make_gate: MakeGate, own_server: EmbeddedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     gate = await make_gate(rooms=[room("closed")], redis=own_server.url, timeout=TIMEOUT)
     async with client_for(gate) as admitted, client_for(gate) as other:
@@ -79,6 +79,10 @@ async def test_closed_mode_answers_503_in_time_when_redis_dies_then_recovers(
             assert headers["cache-control"] == "no-store"
         assert gate.counters["failed_closed"] == 4
         assert gate.counters["outage_passed"] == 2
+        # Said once for the burst, with what visitors get.
+        said = [r.getMessage() for r in caplog.records if "did not answer for room" in r.getMessage()]
+        assert len(said) == 1, said
+        assert said[0].endswith("; failing closed (a 503 page, but for visitors admitted before)")
         # Same port, empty data: the gate reconnects and reloads its scripts.
         own_server.start()
         deadline = time.monotonic() + 5
@@ -88,7 +92,9 @@ async def test_closed_mode_answers_503_in_time_when_redis_dies_then_recovers(
         assert (await other.get("/checkout")).status_code == 503  # waits again, no error
 
 
-async def test_open_mode_forwards_in_time_and_counts(make_gate: MakeGate, own_server: EmbeddedServer) -> None:
+async def test_open_mode_forwards_in_time_and_counts(
+    make_gate: MakeGate, own_server: EmbeddedServer, caplog: pytest.LogCaptureFixture
+) -> None:
     gate = await make_gate(rooms=[room("open")], redis=own_server.url, timeout=TIMEOUT)
     own_server.kill()
     with Stalls() as stalls:
@@ -98,6 +104,7 @@ async def test_open_mode_forwards_in_time_and_counts(make_gate: MakeGate, own_se
     late = stalls.late(_calls(answers), TIMEOUT + MARGIN)
     assert not late, late
     assert gate.counters["failed_open"] == 3
+    assert "; failing open (requests go on to the app ungated)" in caplog.text
 
 
 @pytest.mark.parametrize("fail", ["closed", "open"])
@@ -191,3 +198,6 @@ async def test_startup_without_redis_completes_in_time_and_says_so(
                 assert (await client.get("/checkout")).status_code == 503  # fails closed, as configured
     assert not stalls.late([("startup", start, started)], TIMEOUT + MARGIN)
     assert "Redis did not answer at startup" in caplog.text
+    # What visitors get, and how to check the URL from the app's host.
+    assert "(closed: a 503 page, but for visitors admitted before)" in caplog.text
+    assert "queuegate --redis URL list" in caplog.text

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import redis.asyncio
 
-from queuegate import Store
+from queuegate import QueueGate, Store
 from queuegate.embedded import free_port
 
 from .conftest import SECRET, client_for, served, wait_for_http
@@ -101,6 +101,12 @@ def test_starlette_quickstart_and_operating_its_room_with_a_store(
 ) -> None:
     _, attribute = serve_command("starlette_app.py")
     module = load("starlette_app.py")
+    # The room covers the checkout and what is under it, not every path
+    # that starts alike: a copied `/checkout*` gated a shop's /checkout-help.
+    (middleware,) = module.app.user_middleware
+    gate = QueueGate(module.app, **middleware.kwargs)
+    covered = [gate.match(path) is not None for path in ("/checkout", "/checkout/pay", "/checkout-help")]
+    assert covered == [True, True, False]
     with served(getattr(module, attribute)) as base:
         first_admitted_second_waits(base, "Your turn: checkout")
 

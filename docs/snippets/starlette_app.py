@@ -21,7 +21,7 @@ app = Starlette(routes=[Route("/checkout", checkout)])
 app.add_middleware(
     QueueGate,
     # 1 visitor every 10 s: small, so that two browser windows show the line.
-    rooms=[Room("sale", paths=["/checkout*"], rate=1, per=10)],
+    rooms=[Room("sale", paths=["/checkout", "/checkout/*"], rate=1, per=10)],
     secret_key=SECRET_KEY,
     redis=REDIS_URL,
 )
