@@ -12,7 +12,11 @@ room's wait analytics (``queuegate.analytics``), many rooms at a time
 
 With ``gate=`` (optional: ``metrics_app(store)`` serves the rooms alone) it
 adds what that gate counted in its own process, as a scrape of each process
-shows: ``queuegate_foreign_cookies_total``.
+shows: ``queuegate_foreign_cookies_total``, and the requests it answered
+without Redis (``queuegate_redis_failed_closed_total``,
+``queuegate_redis_failed_open_total``, ``queuegate_outage_passed_total``),
+refused for their cookie (``queuegate_cookies_refused_total``) or let past
+by a bypass rule (``queuegate_bypassed_total``).
 
 If Redis fails, a scrape without ``gate=`` has nothing to say: it answers
 503, which Prometheus records as a failed scrape (``up`` 0). With one, the
@@ -93,6 +97,24 @@ COUNTERS = {
     "expired": "Sessions that ran out",
     "released": "Sessions released by the app",
     "left": "Visitors who left",
+    "limited": "New places refused by the room's client_limit (answered 429)",
+}
+# What a gate counted in its own process (with gate=), by gate.counters' key.
+PROCESS_COUNTERS = {
+    "failed_closed": (
+        "redis_failed_closed",
+        "Gated requests this process answered 503 because Redis did not answer in time (fail closed)",
+    ),
+    "failed_open": (
+        "redis_failed_open",
+        "Gated requests this process forwarded ungated because Redis did not answer in time (fail open)",
+    ),
+    "outage_passed": (
+        "outage_passed",
+        "Requests of visitors admitted before, let through by this process while Redis did not answer",
+    ),
+    "refused": ("cookies_refused", "Requests this process refused (403) for a cookie it would not honour"),
+    "bypassed": ("bypassed", "Requests this process let past the gate by a bypass rule"),
 }
 REDIS_UP = (
     "1 when this scrape read the rooms from Redis; 0: Redis failed, and only this process's own counts"
@@ -118,11 +140,13 @@ class _Snapshot:
         analytics: dict[str, dict[str, Any]],
         missing: list[str],
         foreign: int | None,
+        counters: dict[str, int] | None = None,
     ) -> None:
         self.rooms = rooms  # None: Redis failed
         self.analytics = analytics
         self.missing = missing  # named, but not in Redis
         self.foreign = foreign
+        self.counters = counters or {}  # the gate's own (gate.counters)
 
     def collect(self) -> Iterator[Metric]:
         if self.rooms is not None:
@@ -130,6 +154,9 @@ class _Snapshot:
         yield GaugeMetricFamily("queuegate_redis_up", REDIS_UP, value=0.0 if self.rooms is None else 1.0)
         if self.foreign is not None:
             yield CounterMetricFamily("queuegate_foreign_cookies", FOREIGN_COOKIES, value=float(self.foreign))
+        for key, (name, text) in PROCESS_COUNTERS.items():
+            if key in self.counters:
+                yield CounterMetricFamily(f"queuegate_{name}", text, value=float(self.counters[key]))
 
     def _rooms(self, rooms: dict[str, dict[str, Any]]) -> Iterator[Metric]:
         for name, text in GAUGES.items():
@@ -262,7 +289,8 @@ async def _scrape(
         warned.update(missing)
     registry = CollectorRegistry(auto_describe=False)
     foreign = None if gate is None else gate.tokens.foreign
-    registry.register(_Snapshot(snapshot, analytics, missing, foreign))
+    counters = None if gate is None else dict(gate.counters)
+    registry.register(_Snapshot(snapshot, analytics, missing, foreign, counters))
     return failure + bytes(generate_latest(registry))
 
 

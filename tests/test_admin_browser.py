@@ -141,6 +141,10 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         assert page.evaluate("() => document.activeElement.textContent") == "sale"
         page.wait_for_function(f"() => ({COUNT_BLUE})('#minutes-chart') > 50", timeout=10_000)
         assert page.locator("#waits tbody tr").count() >= 13  # a row per bucket, and the percentiles
+        # Newcomers the client limit turned away: none yet, and said so.
+        assert page.locator("#limited").text_content() == (
+            f"Nobody refused a place by the client limit ({ROOM.client_limit} a minute from one address)."
+        )
 
         # A rate change from the rooms table applies, and shows in the log.
         row = page.locator("tr[data-room=sale]")
@@ -326,12 +330,13 @@ def test_what_an_operator_reads_at_a_glance(redis_url: str, browser: Any) -> Non
     """The room's title beside its name (it showed the name only), "and N
     more" under a cut list of visitors (ten, with no sign of the rest), a
     `--reset all` as a list (one long paragraph), and four charts in two
-    rows of two (three and one alone at 1280 px)."""
-    titled = Room("sale", paths=["/sale"], rate=2, per=60.0, title="Spring sale")
+    rows of two (three and one alone at 1280 px), and how many newcomers
+    the client limit turned away (nowhere to be seen)."""
+    titled = Room("sale", paths=["/sale"], rate=2, per=60.0, title="Spring sale", client_limit=15)
 
     async def a_line(store: Store) -> None:
-        for i in range(15):
-            await store.enter(titled, f"visitor-{i:02d}")
+        for i in range(17):  # from one address: the last two are refused
+            await store.enter(titled, f"visitor-{i:02d}", client="192.0.2.7")
         await store.enter(ADAPTIVE, "someone")
         await store.configure("sale", status="paused", who="ada")
         await store.configure("sale", reset_all=True, who="ada")
@@ -350,6 +355,10 @@ def test_what_an_operator_reads_at_a_glance(redis_url: str, browser: Any) -> Non
         reset = page.locator("#activity > li", has_text="reset to the code's values")
         said = reset.locator("ul.details > li").all_text_contents()
         assert said == ["reset to the code's values: " + ", ".join(ROOM_SETTINGS)], said
+        assert page.text_content("#limited") == (
+            "Refused a new place by the client limit (15 a minute from one address): 2 times since the room"
+            " was made. Many at once: is a proxy in front that the gate does not trust (trusted_proxies)?"
+        )
         # Four charts: two rows of two.
         page.locator("tr[data-room=adaptive] button", has_text="adaptive").click()
         page.wait_for_selector("#health-figure:not([hidden])")

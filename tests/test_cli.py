@@ -104,6 +104,9 @@ async def test_list_and_show(busy_room: str) -> None:
     # Straight in is a wait of 0: no percentile is longer than the longest wait.
     assert "waits of those admitted: 2 (p50 0 ms, p90 0 ms, p99 0 ms, max 0 ms)" in text
     assert "waits of those who gave up: 0" in text
+    # Newcomers the client limit turned away (none here), beside the totals.
+    assert re.search(r"^ +refused a place +0 times \(client limit\)$", text, re.MULTILINE)
+    assert shown["limited"] == 0
 
 
 @pytest.mark.anyio

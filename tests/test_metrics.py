@@ -89,6 +89,26 @@ async def test_cookies_signed_with_another_key_are_counted_for_the_gate_given(ma
     assert "queuegate_foreign_cookies" not in await scraped(metrics_app(one.store))
 
 
+async def test_newcomers_the_client_limit_refused_are_counted(make_gate: MakeGate) -> None:
+    """A 429 for a new place (client_limit) left no trace an operator could
+    see: behind a proxy the gate does not trust, every visitor after the
+    limit's 300th a minute was turned away while the line looked calm.
+    Counted in the room, by the script that refuses."""
+    gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=2)])
+    statuses = []
+    for _ in range(5):
+        async with client_for(gate) as newcomer:  # one address, new browsers
+            statuses.append((await newcomer.get("/checkout")).status_code)
+    assert statuses == [200, 503, 429, 429, 429]
+    async with client_for(metrics_app(gate.store)) as scraper:
+        text = (await scraper.get("/")).text
+    (limited,) = [f for f in text_string_to_metric_families(text) if f.name == "queuegate_limited"]
+    assert limited.type == "counter"
+    assert [(s.name, s.labels, s.value) for s in limited.samples] == [
+        ("queuegate_limited_total", {"room": "sale"}, 3)
+    ]
+
+
 async def test_metrics_when_redis_is_down(make_gate: MakeGate) -> None:
     gate = await make_gate(rooms=[Room("sale", paths=["/c"], rate=1)], redis="redis://127.0.0.1:1/0")
     async with client_for(metrics_app(gate.store)) as scraper:
@@ -122,8 +142,21 @@ async def test_a_gates_own_counts_outlive_redis(make_gate: MakeGate, own_server:
     assert (status, up["queuegate_redis_up"], up["queuegate_foreign_cookies_total"]) == (200, 1, 1)
     assert "queuegate_waiting" in up
     own_server.stop()
+    async with client_for(two) as newcomer:
+        assert (await newcomer.get("/checkout")).status_code == 503  # failed closed, counted
     status, down = await scraped(metrics_app(two.store, gate=two))
-    assert (status, down) == (200, {"queuegate_redis_up": 0, "queuegate_foreign_cookies_total": 1})
+    assert (status, down) == (
+        200,
+        {
+            "queuegate_redis_up": 0,
+            "queuegate_foreign_cookies_total": 1,
+            "queuegate_redis_failed_closed_total": 1,
+            "queuegate_redis_failed_open_total": 0,
+            "queuegate_outage_passed_total": 0,
+            "queuegate_cookies_refused_total": 0,
+            "queuegate_bypassed_total": 0,
+        },
+    )
     assert (await scraped(metrics_app(one.store)))[0] == 503
 
 

@@ -42,6 +42,7 @@ async def test_one_client_cannot_take_thousands_of_places(make_gate: MakeGate) -
         assert (await neighbour.get("/checkout")).status_code == 503  # a place of its own
     stats = await gate.rooms["sale"].stats()
     assert stats["waiting"] == 3  # the refused ones took nothing
+    assert stats["limited"] == 2  # and are counted, for operators to see
     # The count lasts a minute from the client's first place, then goes.
     counts = gate.store._base("sale") + "client:"
     assert 0 < await gate.store.client.pttl(counts + "203.0.113.7") <= 60_000

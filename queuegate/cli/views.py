@@ -229,6 +229,9 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
     totals = _grid()
     for key in ("joined", "admitted", "abandoned", "expired", "released", "left", "drained"):
         totals.add_row(key, count(stats[key], "visitor"))
+    # Newcomers turned away (429): many at once, behind a proxy the gate
+    # does not know, is every visitor counted as one client.
+    totals.add_row("refused a place", f"{count(stats['limited'], 'time')} (client limit)")
     settings = _sourced(_settings_rows, stats)
     controller = _sourced(_controller_rows, stats)
     waits = [

@@ -7,7 +7,8 @@
 --   (the wait at the back of the line, -1 = unknown; in a lottery, the
 --   median wait),
 --   the counters admitted, joined, abandoned, expired, released, left,
---   drained, the settings (see advance.lua), prequeue (1 before a scheduled
+--   drained, limited (new places refused by the client limit), the settings
+--   (see advance.lua), prequeue (1 before a scheduled
 --   opening), draws (the lottery's draws so far: a room that drew has a
 --   seed to publish, whatever its method is now), seed_sha256 (the
 --   published hash of the lottery's seed), and
@@ -30,7 +31,7 @@ local waiting = redis.call('ZCARD', KEYS[2])
 local back = waiting
 if method == 'random' then back = math.floor(waiting / 2) end
 local counters = redis.call('HMGET', KEYS[5], 'admitted', 'joined', 'abandoned',
-  'expired', 'released', 'left', 'drained', 'seed_sha256')
+  'expired', 'released', 'left', 'drained', 'limited', 'seed_sha256')
 local out = {
   'now', now, 'waiting', waiting, 'active', active_n,
   'tokens', rate > 0 and tokens or -1,
@@ -45,7 +46,7 @@ local out = {
   'prequeue', prequeue and 1 or 0,
 }
 local names = {'admitted', 'joined', 'abandoned', 'expired', 'released', 'left',
-  'drained', 'seed_sha256'}
+  'drained', 'limited', 'seed_sha256'}
 for i, name in ipairs(names) do
   out[#out + 1] = name
   out[#out + 1] = counters[i] or (name == 'seed_sha256' and '' or 0)

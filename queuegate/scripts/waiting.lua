@@ -5,7 +5,9 @@
 -- A new place costs the client one of its `limit` places a minute, so one
 -- client cannot fill the line. `key` counts the client's tries in the
 -- minute from its first place (refused ones too; they take no place); false
--- when there is no real client to count.
+-- when there is no real client to count. A refusal counts in the room's
+-- `limited` (stats.lua): operators see newcomers turned away (a proxy the
+-- gate does not know makes every visitor one client).
 local function over_client_limit(limit, key)
   if limit <= 0 or not key then return false end
   -- A client's first place this minute is one call (most newcomers in a
@@ -14,7 +16,9 @@ local function over_client_limit(limit, key)
   -- (SET ... NX GET would spare Lua the OK's table, about 550 instructions
   -- a join, but Redis before 7.0 refuses NX with GET: every join would fail.)
   if redis.call('SET', key, '1', 'PX', '60000', 'NX') then return false end
-  return redis.call('INCR', key) > limit
+  if redis.call('INCR', key) <= limit then return false end
+  redis.call('HINCRBY', KEYS[5], 'limited', 1)
+  return true
 end
 
 -- The estimated wait of a visitor at `rank` in a line of `line`, with

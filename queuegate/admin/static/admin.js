@@ -199,6 +199,15 @@
       ? "Estimates at joining within 20 % of the real wait: " + share(e.share) + " of " + e.checked + " admitted from the line."
       : "No one admitted from the line yet: the estimates' accuracy shows here once they are.";
   }
+  // Newcomers the client limit turned away (429): many at once, behind a
+  // proxy the gate does not know, is every visitor counted as one client.
+  function limitedNote(stats) {
+    var n = stats.limited, limit = stats.client_limit;
+    document.getElementById("limited").textContent = n
+      ? "Refused a new place by the client limit (" + limit + " a minute from one address): " + n +
+        " times since the room was made. Many at once: is a proxy in front that the gate does not trust (trusted_proxies)?"
+      : limit ? "Nobody refused a place by the client limit (" + limit + " a minute from one address)." : "";
+  }
   function settingsForm(stats) {
     var form = document.getElementById("settings");
     if (form.contains(document.activeElement)) return;
@@ -337,6 +346,7 @@
       document.getElementById("detail-title").textContent = "Room " + room + (d.stats.title ? " · " + d.stats.title : "");
       drawMinutes(d.analytics.minutes, d.stats);
       histogram(d.analytics);
+      limitedNote(d.stats);
       settingsForm(d.stats);
       drawsShown(d.stats);
       visitorsList(d.visitors, d.stats);
