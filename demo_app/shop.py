@@ -233,7 +233,7 @@ def create_app(
         Room(
             "checkout",
             title=CHECKOUT_TITLE,
-            paths=["/checkout*"],
+            paths=["/checkout", "/checkout/*"],
             rate=rate,
             per=per,
             challenge=challenge,

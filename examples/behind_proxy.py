@@ -5,7 +5,7 @@ the public URL https://example.com/shop/checkout reaches the app as
     uvicorn examples.behind_proxy:create_app --factory --root-path /shop \\
         --proxy-headers --forwarded-allow-ips 10.0.0.0/8
 
-Room patterns are written as the app routes (``/checkout*``, no prefix); the
+Room patterns are written as the app routes (``/checkout/*``, no prefix); the
 waiting page's links carry the prefix, so they go back through the proxy.
 With ``trusted_proxies`` the per-client limit counts the real client from
 X-Forwarded-For.
@@ -43,4 +43,4 @@ def create_app(**gate_options: object) -> QueueGate:
         "prefix": os.environ.get("QUEUEGATE_PREFIX", "example-proxy"),
         **gate_options,
     }
-    return QueueGate(app, rooms=[Room("sale", paths=["/checkout*"], rate=1, per=30)], **options)  # type: ignore[arg-type]
+    return QueueGate(app, rooms=[Room("sale", paths=["/checkout", "/checkout/*"], rate=1, per=30)], **options)  # type: ignore[arg-type]

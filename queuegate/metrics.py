@@ -103,11 +103,13 @@ COUNTERS = {
 PROCESS_COUNTERS = {
     "failed_closed": (
         "redis_failed_closed",
-        "Gated requests this process answered 503 because Redis did not answer in time (fail closed)",
+        "Gated requests and status polls of rooms that fail closed that Redis did not answer in time for,"
+        " in this process: each answered 503, but for visitors admitted before (queuegate_outage_passed)",
     ),
     "failed_open": (
         "redis_failed_open",
-        "Gated requests this process forwarded ungated because Redis did not answer in time (fail open)",
+        "Gated requests and status polls of rooms that fail open that Redis did not answer in time for,"
+        " in this process: requests forwarded ungated, status polls answered 503",
     ),
     "outage_passed": (
         "outage_passed",

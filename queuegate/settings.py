@@ -148,7 +148,7 @@ class Room:
         object.__setattr__(self, "placeholders", tuple(PLACEHOLDER.findall(self.name)))
         object.__setattr__(self, "cookie", f"qg_{self.name}".encode())
         if isinstance(self.paths, str):
-            raise ConfigError(f"{where}: paths must be a list of patterns like ['/checkout*']")
+            raise ConfigError(f"{where}: paths must be a list of patterns like ['/checkout', '/checkout/*']")
         for pattern in self.paths:
             if not isinstance(pattern, str) or not pattern.startswith("/"):
                 raise ConfigError(f"{where}: each path pattern must start with '/', got {pattern!r}")

@@ -250,3 +250,72 @@ async def test_a_change_leaving_neither_rate_nor_capacity_is_refused(store: Stor
     assert console(redis_url, "set", "fixed", "--capacity", "0", "--reset", "rate").returncode == 0
     shown = json.loads(console(redis_url, "show", "fixed", "--json").stdout)
     assert (shown["rate"], shown["capacity"]) == (1, 0)
+
+
+CAPACITY_ONLY = Room("cap", paths=["/c"], capacity=100)
+HELD_RATE = Room("held", paths=["/h"], rate=5, per=1.0, target=Health(p95_ms=400))
+HELD_CAPACITY = Room("heldcap", paths=["/k"], capacity=10, target=Health(p95_ms=400))
+
+
+@pytest.mark.parametrize(
+    ("room", "before", "change", "refused"),
+    [
+        # A rate and per set at run time over a capacity-only room's code,
+        # whose capacity an operator set to 0: resetting per resets the rate
+        # with it (the pair), to the code's 0.
+        (CAPACITY_ONLY, {"rate": 50, "per": 60.0, "capacity": 0}, {"per": None}, True),
+        (CAPACITY_ONLY, {"rate": 50, "per": 60.0, "capacity": 0}, {"per": 30.0}, False),
+        (CAPACITY_ONLY, {"rate": 50, "per": 60.0}, {"reset_all": True}, False),
+        (CAPACITY_ONLY, {}, {"reset_all": True, "capacity": 0}, True),
+        (CAPACITY_ONLY, {}, {"rate": None}, False),
+        (FIXED, {"capacity": 10}, {"rate": 0}, False),
+        (FIXED, {"rate": 0, "capacity": 10}, {"capacity": None}, True),
+        # The controller holds the capacity: a rate of 0 leaves it; a
+        # capacity of 0 does not.
+        (HELD_CAPACITY, {}, {"rate": 0}, False),
+        (HELD_CAPACITY, {}, {"capacity": 0}, True),
+        # The controller holds the rate: per alone leaves it.
+        (HELD_RATE, {}, {"rate": 0}, True),
+        (HELD_RATE, {}, {"rate": 0, "capacity": 4}, False),
+        (HELD_RATE, {"capacity": 0}, {"per": None}, False),
+        (HELD_RATE, {"rate": 3}, {"rate": 0, "pinned": None}, True),
+    ],
+)
+async def test_the_rate_and_capacity_rule_follows_the_pair_and_the_controller(
+    store: Store, room: Room, before: dict[str, Any], change: dict[str, Any], refused: bool
+) -> None:
+    """The refusal of a change that leaves neither a rate nor a capacity
+    reads the room as the change leaves it: `--reset per` resets the rate
+    with it (it let a room at capacity 0 through to rate 0), a rate the
+    controller holds stays its own, a pin removed in the same call counts."""
+    await store.enter(room, "a")
+    if before:
+        await store.configure(room.name, **before)
+    if refused:
+        with pytest.raises(ConfigError, match="would let everyone in"):
+            await store.configure(room.name, **change)
+    else:
+        await store.configure(room.name, **change)
+    stats = await store.stats(room.name)
+    assert stats["rate"] > 0 or stats["capacity"] > 0, stats
+
+
+async def test_a_room_already_without_rate_or_capacity_can_still_be_paused(
+    store: Store, redis_url: str
+) -> None:
+    """A deploy can leave a room at rate 0 and capacity 0 under a run-time
+    value (code rate=10, `set --capacity 0`, then a deploy of a
+    capacity-only room), where configure cannot refuse it. Refusing every
+    change of such a room refused the pause its own message advised; only
+    a change of the rate, per or capacity that makes a room so is refused."""
+    await store.enter(Room("shop", paths=["/s"], rate=10, per=60.0), "a")
+    await store.configure("shop", capacity=0)
+    await store.enter(Room("shop", paths=["/s"], capacity=100), "b")  # the deploy
+    stats = await store.stats("shop")
+    assert (stats["rate"], stats["capacity"]) == (0, 0)
+    paused = console(redis_url, "set", "shop", "--status", "paused")
+    assert paused.returncode == 0, paused.stderr
+    assert console(redis_url, "set", "shop", "--client-limit", "10").returncode == 0
+    assert console(redis_url, "set", "shop", "--reset", "capacity").returncode == 0
+    stats = await store.stats("shop")
+    assert (stats["status"], stats["capacity"]) == ("paused", 100)

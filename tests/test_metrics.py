@@ -144,6 +144,9 @@ async def test_a_gates_own_counts_outlive_redis(make_gate: MakeGate, own_server:
     own_server.stop()
     async with client_for(two) as newcomer:
         assert (await newcomer.get("/checkout")).status_code == 503  # failed closed, counted
+    assert two.counters["failed_closed"] == 1
+    # Each of the process's counts under its own name (told apart by value).
+    two.counters.update(failed_open=2, outage_passed=3, refused=4, bypassed=5)
     status, down = await scraped(metrics_app(two.store, gate=two))
     assert (status, down) == (
         200,
@@ -151,10 +154,10 @@ async def test_a_gates_own_counts_outlive_redis(make_gate: MakeGate, own_server:
             "queuegate_redis_up": 0,
             "queuegate_foreign_cookies_total": 1,
             "queuegate_redis_failed_closed_total": 1,
-            "queuegate_redis_failed_open_total": 0,
-            "queuegate_outage_passed_total": 0,
-            "queuegate_cookies_refused_total": 0,
-            "queuegate_bypassed_total": 0,
+            "queuegate_redis_failed_open_total": 2,
+            "queuegate_outage_passed_total": 3,
+            "queuegate_cookies_refused_total": 4,
+            "queuegate_bypassed_total": 5,
         },
     )
     assert (await scraped(metrics_app(one.store)))[0] == 503

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from queuegate import Room, Store
+from queuegate.connections import redacted
 from queuegate.embedded import EmbeddedServer
 from queuegate.store import connect
 
@@ -181,7 +182,7 @@ async def test_a_room_forgotten_under_a_watch_is_said_with_the_server(redis_url:
         said = read_until(process, "no room named").splitlines()[-1]
         assert said.startswith(
             "no room named 'sale' under the key prefix 'qg' has been used yet,"
-            f" on Redis at {redis_url}, since "
+            f" on Redis at {redacted(redis_url)}, since "
         ), said
         assert process.poll() is None
     finally:

@@ -98,17 +98,32 @@ for _, field in ipairs(order) do
   end
 end
 
--- A room left with neither a rate nor a capacity (0 is no limit for each)
--- would let everyone in: refused, as the code refuses such a room
+-- A change of the rate, its interval or the capacity that leaves a room
+-- with neither a rate nor a capacity (0 is no limit for each) would let
+-- everyone in: refused, as the code refuses such a room
 -- (queuegate.settings). `set --rate 0` read as "let nobody in" and turned
--- the gate off. Both as in force after the change: a value given, the
--- code's for one reset, else the one in force now.
-local function after(field, index, value_now)
-  local value = given[field]
-  if value == nil then return value_now end
-  return tonumber(value ~= '' and value or default[index]) or 0
+-- the gate off. The rate after the change follows the pair rule below (a
+-- reset of `per` alone resets the rate too, unless the controller holds
+-- it). A change of anything else, or of a room already without either (a
+-- deploy may make one under a run-time value), is not refused: pausing it
+-- must stay possible.
+local function rate_after_change()
+  local given_rate, given_per = given.rate, given.per
+  if given_rate == nil then
+    if given_per ~= '' then return rate end -- per set (the rate kept with it) or not given
+    local pinned = given.pinned ~= '' and redis.call('HGET', KEYS[5], 'pinned')
+    if target_ms > 0 and not pinned and controlled_field() == 'rate' then return rate end
+  end
+  if (given_rate or '') == '' then return tonumber(default[1]) or 0 end
+  return tonumber(given_rate) or 0
 end
-if after('rate', 1, rate) == 0 and after('capacity', 3, capacity) == 0 then
+local function capacity_after_change()
+  local value = given.capacity
+  if value == nil then return capacity end
+  return tonumber(value ~= '' and value or default[3]) or 0
+end
+if (given.rate ~= nil or given.per ~= nil or given.capacity ~= nil) and (rate > 0 or capacity > 0)
+    and rate_after_change() == 0 and capacity_after_change() == 0 then
   return redis.error_reply('REFUSED rate and capacity: with both 0 (no limit) the room would let '
     .. 'everyone in. To let nobody in, set the status to paused; to let everyone in on purpose, '
     .. 'to passthrough.')

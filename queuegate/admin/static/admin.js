@@ -203,10 +203,11 @@
   // proxy the gate does not know, is every visitor counted as one client.
   function limitedNote(stats) {
     var n = stats.limited, limit = stats.client_limit;
+    var now = limit ? "(" + limit + " a minute from one address)" : "(off now)";
     document.getElementById("limited").textContent = n
-      ? "Refused a new place by the client limit (" + limit + " a minute from one address): " + n +
-        " times since the room was made. Many at once: is a proxy in front that the gate does not trust (trusted_proxies)?"
-      : limit ? "Nobody refused a place by the client limit (" + limit + " a minute from one address)." : "";
+      ? "Refused a new place by the client limit " + now + ": " + n + (n === 1 ? " time" : " times") +
+        " since the room was made. Many at once: is a proxy in front that the gate does not trust (trusted_proxies)?"
+      : limit ? "Nobody refused a place by the client limit " + now + "." : "";
   }
   function settingsForm(stats) {
     var form = document.getElementById("settings");
