@@ -54,7 +54,8 @@ async def _register(store: Store, rooms: Rooms) -> None:
     call has a request's deadline); a room that could not be is logged,
     and appears at its first visitor instead. A room whose settings an
     operator changed at run time is logged too, a line each: those win
-    over the code's, which a deploy may have just changed."""
+    over the code's, which a deploy may have just changed (and said
+    again where together they leave the room no limit at all)."""
     plain = [rooms[name].room for name in rooms]
     failed: list[StoreError] = []
     for start in range(0, len(plain), 100):
@@ -73,6 +74,15 @@ async def _register(store: Store, rooms: Rooms) -> None:
                     described(result),
                     room.name,
                 )
+                if result["rate"] == 0 and result["capacity"] == 0 and result["status"] == "open":
+                    # The code's rate or capacity under the other set to 0 at
+                    # run time: configure.lua refuses to make such a room,
+                    # but a deploy can.
+                    logger.warning(
+                        "queuegate: room %r lets everyone in: its rate and capacity are both 0 "
+                        "(no limit) with the settings set at run time over this code's",
+                        room.name,
+                    )
     if failed:
         logger.warning(
             "queuegate: %d of %d rooms could not be registered at startup (%s); each appears to the "

@@ -135,3 +135,24 @@ async def test_a_gate_starting_logs_each_room_whose_settings_were_set_at_run_tim
         "per 1 s (code: 60 s), status paused (code: open) (`queuegate set flash --reset all` goes back "
         "to the code's)"
     ]
+
+
+async def test_a_gate_starting_says_when_a_deploy_left_a_room_no_limit(
+    make_gate: MakeGate, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A capacity set to 0 at run time under a rate from code, then a deploy
+    of a room limited by capacity alone: rate 0 and capacity 0, no limit at
+    all, which the console refuses to make but a deploy cannot be refused.
+    Said at startup, beside the settings set at run time."""
+    await store.stats(Room("shop", paths=["/shop*"], rate=10, per=60.0))
+    await store.configure("shop", capacity=0)
+    gate = await make_gate(lifespan_app, rooms=[Room("shop", paths=["/shop*"], capacity=100)])
+    with caplog.at_level(logging.WARNING, logger="queuegate"):
+        async with running(gate):
+            pass
+    said = [record.getMessage() for record in caplog.records]
+    assert said[-1] == (
+        "queuegate: room 'shop' lets everyone in: its rate and capacity are both 0 (no limit) with the "
+        "settings set at run time over this code's"
+    ), said
+    assert len(said) == 2, said
