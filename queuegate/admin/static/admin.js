@@ -216,7 +216,7 @@
     // Every run-time setting, with the bounds the API checks (checks.py):
     // [name, kind, label, extra attributes of its field].
     var fields = [
-      ["rate", "number", "visitors per interval (0 = no rate)"], ["per", "seconds", "interval (s)", { min: "0.001" }],
+      ["rate", "number", "visitors per interval (0 = no limit: needs a capacity)"], ["per", "seconds", "interval (s)", { min: "0.001" }],
       ["capacity", "number", "most active at once (0 = none)"], ["session", "seconds", "session (s)", { min: "0.001" }],
       ["sliding", "bool", "each request renews the session"],
       ["abandon", "seconds", "silent this long: skipped (s)"], ["status", STATUSES, "status"], ["method", METHODS, "order"],
