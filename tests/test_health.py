@@ -299,6 +299,32 @@ async def test_a_long_visits_probes_are_paced_in_settles(redis_url: str) -> None
     assert max(run.rates) <= 2 * most_rate(run.plant) + 1, max(run.rates)
 
 
+async def test_a_grown_capacity_is_climbed_by_doubling_while_the_p95_shows_no_queue(redis_url: str) -> None:
+    """A pool whose capacity grows 5.8x (the third phase: 23 a second at
+    best, against 4 before): a probe past the last overload holds, and the
+    p95 is still where it is at minimal load (no queue, no knee near), so
+    the next probe doubles instead of taking the ramp's next step (before:
+    1/8, 1/8, 1/4, 1/2, x2, a settle apart, 4 to 22 a second in 24 s);
+    the rate reaches 20 a second within 15 s of the first probe past it.
+    Where the p95 shows a queue after such a probe (the first phase of
+    seed 7: an overload read a little low, the app at 0.9 of its
+    capacity, its p95 1.3x the least seen), the ramp goes on (1/8, then
+    1/4: 16 a second to 18, then 22)."""
+    run = await simulate(redis_url, "pool", 3, 120)
+    start, end = 240, 359  # the third phase
+    probes = [i for i in range(start, end + 1) if "visitors waiting (capacity x" in run.reasons[i]]
+    assert "capacity x1.12" in run.reasons[probes[0]], run.reasons[start : end + 1]
+    assert "capacity x2.00" in run.reasons[probes[1]], run.reasons[start : end + 1]
+    reached = next(i for i in range(start, end + 1) if run.rates[i] >= 20)
+    assert reached - probes[0] <= 15, (probes[0], reached, run.rates[start : end + 1])
+    assert max(run.rates) <= 2 * most_rate(run.plant) + 1, max(run.rates)
+    queued = await simulate(redis_url, "pool", 7, 120)
+    past = [i for i in range(120) if "within target, at the last overload" in queued.reasons[i]]
+    after = [why for why in queued.reasons[past[0] : 120] if "visitors waiting (capacity x" in why]
+    assert len(after) >= 2, after
+    assert not any("capacity x2.00" in why for why in after[:2]), after
+
+
 async def test_an_overload_past_a_capacity_only_guessed_is_cut(redis_url: str) -> None:
     """A probe's capacity is a guess, not a limit; the app then overloads
     (load the gate does not see, on the same pool). The overload beyond

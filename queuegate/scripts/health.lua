@@ -57,8 +57,10 @@
 --    shown (a visit's length, at least `settle`; and one settle more after a
 --    cut): cap grows x2 before the first overload, then by 1/8, 1/4, 1/2,
 --    x2 with each probe in a row (BBR's probing), a step for each settle
---    its change took to show. Probes past the last overload start once in
---    PAST_PEAK at most.
+--    its change took to show; by x2 once a probe since the last cut has
+--    held with the p95 under UNLOADED x the least seen and no error over
+--    JUDGE_S (no queue, no refusal: the app has grown). Probes past the
+--    last overload start once in PAST_PEAK at most.
 -- An app down is not small: at the floor for a visit's length, completing
 -- no more than the floor's visitors bring, most requests failing or none
 -- answered, it holds at the floor; once within target again, the capacity
@@ -117,6 +119,8 @@ local LOWER_STEP = 0.5    -- short of a cut, one look lowers the rate to this sh
 local QUEUED = 1.5        -- a report this much slower than the costs known shows a queue
 local OUT_OF_REACH = 1.5  -- a target out of reach: the p95 is held under this x the p95 at minimal load
 local PAST_PEAK = 60      -- s: probes past the last overload start once in this at most
+local UNLOADED = 1.2      -- a p95 under this x the least seen shows no queue: no knee near
+local LEAST_N = 20        -- responses a look needs for its p95 to count as the least seen
 
 advance()
 
@@ -145,7 +149,7 @@ local E0 = 3 -- the end buckets start after n, err, w
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
   'past_at', 'changed_from', 'reach_since', 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
-  'slowed', 'within_done'}
+  'slowed', 'within_done', 'least_p95'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -492,6 +496,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   -- room running just under it would otherwise walk itself down).
   if cap and st.limit ~= '1' then cap = cap * math.exp(-math.max(0, now - cap_at) / 1000 / CAP_S) end
   local proven = tonumber(st.proven)
+  local least_p95 = tonumber(st.least_p95)
   local waiting = redis.call('ZCARD', KEYS[2]) > 0
   local floor_since = tonumber(st.floor_since)
   if value <= adapt_floor then floor_since = floor_since or now else floor_since = nil end
@@ -674,6 +679,13 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       if not cap or je <= max_errors * jn then cap = math.max(cap or 0, done) end
       put('healthy_value', value)
       put('within_done', done)
+      -- The least p95 seen within target (of enough responses): the app's
+      -- p95 at minimal load, a queue's wait aside. (It never creeps up: an
+      -- app that got slower for good only loses the doubling below.)
+      if n >= LEAST_N and (not least_p95 or p95 < least_p95) then
+        least_p95 = p95
+        put('least_p95', p95)
+      end
       -- What the app was seen to serve over a whole visit within target.
       -- Over the visit as the profile has it, and longer while older
       -- visitors are seen (a heavy request may come late), up to three.
@@ -724,6 +736,17 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         elseif st.overloaded then
           local probes = tonumber(st.probes) or 0
           gain = 1 + 0.125 * 2 ^ probes
+          -- A probe since the last cut held, and the app shows no sign of
+          -- load: its p95 still where it is at minimal load (no queue), no
+          -- error over the last JUDGE_S (no refusal). It has grown past its
+          -- last overload (a pool whose capacity grew 3-5x: the ramp's 1/8,
+          -- 1/8, 1/4, 1/2 took 4 settles to double the rate): the next step
+          -- doubles. An overload read a little low shows a queue here (the
+          -- app at 0.9 of its capacity), and the ramp goes on.
+          if least_p95 and p95 <= UNLOADED * least_p95 and errors == 0 and je < 0.5
+              and (tonumber(st.probe_at) or 0) > (tonumber(st.cut_at) or 0) then
+            gain = 2
+          end
           put('probes', math.min(probes + paced, 3))
         else
           gain = p95 < HEADROOM * goal / 2 and 2 or 1.25
