@@ -566,6 +566,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     -- overloaded (else only what it was seen to do, or a probe's guess).
     local limit = st.limit == '1'
     local probe_gain = nil -- this look's probe, if any
+    local resumed = nil -- the rate before a pause this look is back from
     local graded = nil -- this look's graded step, if any
     if slow or failing then
       -- Over beyond chance: the app completes `done` well (successful
@@ -659,6 +660,15 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           limit = st.pre_limit == '1'
           st.peak = (tonumber(st.pre_peak) or -1) >= 0 and st.pre_peak or nil
           if st.peak then put('peak', st.peak) else redis.call('HDEL', h, 'peak') end
+          -- A pause, not a fall: the app serves again what it served
+          -- before it, within target, so the rate of the last look within
+          -- target before it is no guess (a stall of a second every half
+          -- minute cut the rate to the floor and the model took half a
+          -- minute to climb back). Not a probe's rate made just before the
+          -- pause, whose load had yet to show.
+          if paused and not st.down then
+            resumed = math.min(tonumber(st.pre_value) or 0, tonumber(st.healthy_value) or 0)
+          end
         end
         -- Whether or not it was an outage, the episode is over: a down
         -- mark left behind would set back, at a later overload's first
@@ -809,6 +819,10 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- rate was lowered, once that has shown (the model alone lowered
         -- and raised it again a second later, turn after turn).
         new = want
+      end
+      if resumed and resumed > new then
+        new = adapt_ceiling > 0 and math.min(resumed, adapt_ceiling) or resumed
+        reason = 'raise: within target again after a pause, back to the rate before it'
       end
       if probe_gain then
         -- Without a model of the visit, the load the probe's rate should
