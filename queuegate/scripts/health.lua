@@ -594,7 +594,9 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           -- (an app given too much completes what it can). Told apart at
           -- the first look within target again.
           local before = tonumber(st.within_done)
-          if before and done < DRAIN * before then put('slowed', 1) end
+          -- (2: with errors over their maximum too, as a backend that
+          -- sheds load answers an overload: not a pause of its work.)
+          if before and done < DRAIN * before then put('slowed', failing and 2 or 1) end
         end
         cap = lower
         -- Where the app overloaded: what it completed in the overload.
@@ -665,8 +667,9 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           -- target before it is no guess (a stall of a second every half
           -- minute cut the rate to the floor and the model took half a
           -- minute to climb back). Not a probe's rate made just before the
-          -- pause, whose load had yet to show.
-          if paused and not st.down then
+          -- pause, whose load had yet to show; nor after errors (a backend
+          -- shedding load fails fast: its work did not stop).
+          if paused and not st.down and st.slowed == '1' then
             resumed = math.min(tonumber(st.pre_value) or 0, tonumber(st.healthy_value) or 0)
           end
         end
