@@ -571,6 +571,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     -- overloaded (else only what it was seen to do, or a probe's guess).
     local limit = st.limit == '1'
     local probe_gain = nil -- this look's probe, if any
+    local resumed = nil -- the rate before a pause this look is back from
     local graded = nil -- this look's graded step, if any
     if slow or failing then
       -- Over beyond chance: the app completes `done` well (successful
@@ -598,7 +599,9 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           -- (an app given too much completes what it can). Told apart at
           -- the first look within target again.
           local before = tonumber(st.within_done)
-          if before and done < DRAIN * before then put('slowed', 1) end
+          -- (2: with errors over their maximum too, as a backend that
+          -- sheds load answers an overload: not a pause of its work.)
+          if before and done < DRAIN * before then put('slowed', failing and 2 or 1) end
         end
         cap = lower
         -- Where the app overloaded: what it completed in the overload.
@@ -664,6 +667,16 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           limit = st.pre_limit == '1'
           st.peak = (tonumber(st.pre_peak) or -1) >= 0 and st.pre_peak or nil
           if st.peak then put('peak', st.peak) else redis.call('HDEL', h, 'peak') end
+          -- A pause, not a fall: the app serves again what it served
+          -- before it, within target, so the rate of the last look within
+          -- target before it is no guess (a stall of a second every half
+          -- minute cut the rate to the floor and the model took half a
+          -- minute to climb back). Not a probe's rate made just before the
+          -- pause, whose load had yet to show; nor after errors (a backend
+          -- shedding load fails fast: its work did not stop).
+          if paused and not st.down and st.slowed == '1' then
+            resumed = math.min(tonumber(st.pre_value) or 0, tonumber(st.healthy_value) or 0)
+          end
         end
         -- Whether or not it was an outage, the episode is over: a down
         -- mark left behind would set back, at a later overload's first
@@ -832,6 +845,10 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- rate was lowered, once that has shown (the model alone lowered
         -- and raised it again a second later, turn after turn).
         new = want
+      end
+      if resumed and resumed > new then
+        new = adapt_ceiling > 0 and math.min(resumed, adapt_ceiling) or resumed
+        reason = 'raise: within target again after a pause, back to the rate before it'
       end
       if probe_gain then
         -- Without a model of the visit, the load the probe's rate should
