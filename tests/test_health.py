@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import queuegate
+from benchmarks.adaptive_report import p95_per_second
 from benchmarks.families import simulate, visit_seconds
 from benchmarks.plants import Plant as SimPlant
 from benchmarks.plants import Stalling, capacity_rate, make_plant
@@ -415,6 +416,26 @@ async def test_back_from_a_pause_at_the_rate_before_it_not_by_a_climb(redis_url:
     assert len(shares) >= 5
     assert statistics.median(shares) >= 0.55, shares
     assert any("back to the rate before it" in reason for reason in run.reasons)
+
+
+async def test_the_queue_a_fall_leaves_is_drained_at_once(redis_url: str) -> None:
+    """A shared CPU (latency climbing smoothly with load) whose capacity
+    falls to 32 % at 120 s, with the room at 30 a second: the requests in
+    flight are a queue of seconds of work. The cut drains it (admitting
+    at the floor while the app holds more work in flight than it serves
+    within the target at the pace it completes) and the rate comes back
+    as soon as it is gone: the p95 is within the target again within 10
+    s of the fall. (Before, the cut went to the model's 8 a second, a
+    rate the app could serve but only 0.1 s of work a second under its
+    capacity: the queue took 18 s to drain, every one of them over the
+    target.)"""
+    run = await simulate(redis_url, "processor", 0, 120)
+    p95s = p95_per_second(run.plant.served, 120, 150, empty=0.0)
+    over = [120 + i for i, p95 in enumerate(p95s) if p95 > run.target_ms]
+    assert len(over) <= 10, over
+    assert max(over) < 130, over
+    # Back at once: the rate the capacity allows within 10 s of the drain.
+    assert max(run.rates[125:140]) >= 8, run.rates[120:140]
 
 
 @pytest.mark.parametrize(

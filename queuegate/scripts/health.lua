@@ -50,7 +50,12 @@
 --    long as the oldest visitors seen, up to three visits' lengths),
 --    never below the floor (the line always moves), lowered only under a
 --    `limit`, the operator's pin and bounds over everything; changes of
---    less than DEADBAND are not made.
+--    less than DEADBAND are not made. Over the target beyond chance with
+--    more work in flight than the app gets through within the goal at the
+--    pace it completes (Little's law), the next look's worth of it is
+--    taken off the usable capacity (BBR's drain), and the rate comes back
+--    at the first look within target, without waiting for the lowering
+--    to show.
 -- 4. Probing for more. Within target with room under it (p95 under
 --    HEADROOM x target, errors under half their maximum), visitors waiting
 --    and the load of the rate admitted come, once the last change has
@@ -149,7 +154,7 @@ local E0 = 3 -- the end buckets start after n, err, w
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
   'past_at', 'changed_from', 'reach_since', 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
-  'slowed', 'within_done', 'least_p95'}
+  'slowed', 'within_done', 'least_p95', 'draining'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -478,6 +483,16 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   local span_s = (math.max(0, now - since_before) + INTERVAL) / 1000
   local done = both[3] / span_s -- work completed well, ms a second
   local offered = both[F] / span_s -- work of the requests started, ms a second
+  -- The work in flight beyond what an app serving `done` within the goal
+  -- holds (Little's law: done x goal): a queue, to be worked off before
+  -- the rate admitted counts for anything. (The requests in flight of the
+  -- reporting process, at the mean cost of the windows' responses.)
+  local queued = 0
+  do
+    local count, ok = 0, responses - errors
+    for i = 1, B do count = count + (tonumber(ARGV[5 + 2 * B + i]) or 0) end
+    if ok > 0 then queued = math.max(0, count * both[3] / ok - done * goal / 1000) end
+  end
   -- Judged on the windows and, for an overload too mild to show in a
   -- second or two, on counts faded over JUDGE_S: more responses, a
   -- tighter bound.
@@ -782,6 +797,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       -- Work of no known visit is the app's background only beside the
       -- room's own visits; with none known, it is all the room's.
       local usable = math.max(0, cap - (visit_work > 0 and background or 0))
+      -- Over the target with a queue in flight (BBR's drain): the queue is
+      -- worked off within the next look, the admissions making room for
+      -- it, and the rate comes back as soon as it is gone (below).
+      local drain = limit and (slow or failing) and queued > 0
+      if drain then usable = math.max(0, usable - queued * 1000 / INTERVAL) end
       local r
       if visit_work > 0 then
         r = allowed(usable)
@@ -818,7 +838,12 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       end
       local lowered = (tonumber(st.changed_from) or 0) > value
         and now - (tonumber(st.changed_at) or 0) < show_s * 1000
-      if want < value and string.sub(reason, 1, 4) ~= 'cut:' then
+      -- A drain worked off, the app within target: the rate the capacity
+      -- allows comes back at once (the lowering was the queue's, not the
+      -- capacity's: waiting for it to show would leave the app idle).
+      local drained = st.draining and within and not drain
+      if drained then lowered = false end
+      if want < value and string.sub(reason, 1, 4) ~= 'cut:' and not drain then
         -- Short of an overload beyond chance, one look lowers the rate by
         -- what its evidence asks at most: a graded step's share, or half
         -- (the visitors inside); and a lowering shows before the next (the
@@ -849,6 +874,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       if resumed and resumed > new then
         new = adapt_ceiling > 0 and math.min(resumed, adapt_ceiling) or resumed
         reason = 'raise: within target again after a pause, back to the rate before it'
+      end
+      if drain and new < value then
+        put('draining', 1)
+      elseif st.draining and (drained or not limit) then
+        redis.call('HDEL', h, 'draining')
       end
       if probe_gain then
         -- Without a model of the visit, the load the probe's rate should
