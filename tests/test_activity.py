@@ -307,12 +307,18 @@ async def test_a_room_already_without_rate_or_capacity_can_still_be_paused(
     value (code rate=10, `set --capacity 0`, then a deploy of a
     capacity-only room), where configure cannot refuse it. Refusing every
     change of such a room refused the pause its own message advised; only
-    a change of the rate, per or capacity that makes a room so is refused."""
+    a change of the rate, per or capacity that makes a room so is refused.
+    `show` says what the room does, under its title."""
     await store.enter(Room("shop", paths=["/s"], rate=10, per=60.0), "a")
     await store.configure("shop", capacity=0)
     await store.enter(Room("shop", paths=["/s"], capacity=100), "b")  # the deploy
     stats = await store.stats("shop")
     assert (stats["rate"], stats["capacity"]) == (0, 0)
+    said = console(redis_url, "show", "shop").stdout.splitlines()[1]
+    assert said == (
+        "lets everyone in: rate and capacity are both 0 (no limit); "
+        "`queuegate set shop --reset all` goes back to the code's"
+    )
     paused = console(redis_url, "set", "shop", "--status", "paused")
     assert paused.returncode == 0, paused.stderr
     assert console(redis_url, "set", "shop", "--client-limit", "10").returncode == 0

@@ -218,6 +218,14 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
         return json.dumps({"room": args.room, **_readable(stats), "visitors": visitors, "analytics": figures})
     now = stats["now"]
     title = Text.assemble((args.room, "bold"), "  ", _status(stats["status"]), f"  (Redis time {clock(now)})")
+    if stats["rate"] == 0 and stats["capacity"] == 0 and stats["status"] == "open":
+        # A deploy can leave a room so under a run-time value (configure
+        # refuses to make one): said where the operator looks first.
+        title.append(
+            "\nlets everyone in: rate and capacity are both 0 (no limit); "
+            f"`queuegate set {args.room} --reset all` goes back to the code's",
+            style="bold red",
+        )
     line = _grid()
     line.add_row("waiting", count(stats["waiting"], "visitor"))
     line.add_row("active", count(stats["active"], "session"))
