@@ -467,3 +467,29 @@ def test_the_banner_says_who_answered(redis_url: str, browser: Any) -> None:
         page.unroute(rooms)
         page.wait_for_function(CLEARED, timeout=10_000)
         assert "The back office answers again" in (page.text_content("#message") or "")
+
+
+def test_a_room_that_lets_everyone_in_says_so(redis_url: str, browser: Any) -> None:
+    """Rate and capacity both 0 (no limit), which a deploy can leave under a
+    run-time value though configure refuses to make it: the room's page says
+    so above its charts, and stops saying it once the room has a limit."""
+
+    async def deployed(store: Store) -> None:
+        await store.enter(Room("shop", paths=["/s"], rate=10, per=60.0), "a")
+        await store.configure("shop", capacity=0)
+        await store.enter(Room("shop", paths=["/s"], capacity=100), "b")  # the deploy
+
+    in_redis(redis_url, deployed)
+    office_store = Store(connect(redis_url, 5.0))
+    with signed_in(browser, office_store) as (page, _):
+        page.wait_for_selector("tr[data-room=shop]")
+        page.locator("tr[data-room=shop] button", has_text="shop").click()
+        page.wait_for_selector("#unlimited:not(:empty)")
+        assert page.text_content("#unlimited") == (
+            "This room lets everyone in: its rate and capacity are both 0 (no limit). Give one a value, or"
+            " reset them to the code's."
+        )
+        assert page.locator("#unlimited").is_visible()
+        in_redis(redis_url, lambda store: store.configure("shop", capacity=None))
+        page.wait_for_selector("#unlimited:empty", state="attached", timeout=10_000)
+        assert not page.locator("#unlimited").is_visible()
