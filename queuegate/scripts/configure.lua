@@ -98,32 +98,46 @@ for _, field in ipairs(order) do
   end
 end
 
+-- The setting the controller holds now (a health target, not pinned; nil:
+-- none). A rate it holds is its, not the operator's: `per` set or reset
+-- alone leaves it where the controller put it (resetting both threw it
+-- away for the code's, ten times it).
+-- (Read before anything is written: an unpin in this call counts.)
+local controlled_now = nil
+if target_ms > 0 and not (given.pinned ~= '' and redis.call('HGET', KEYS[5], 'pinned')) then
+  controlled_now = controlled_field()
+end
+local pair_rate, pair_per = given.rate, given.per
+if controlled_now == 'rate' and pair_rate == nil then
+  -- Only `per` is given: it alone changes.
+elseif pair_rate ~= nil or pair_per ~= nil then
+  if (pair_rate or '') == '' and (pair_per or '') == '' then
+    pair_rate, pair_per = '', ''
+  else
+    if pair_rate == nil then pair_rate = string.format('%.0f', rate) end
+    if pair_per == nil then pair_per = string.format('%.0f', per) end
+    if pair_rate == '' then pair_rate = default[1] or '' end
+    if pair_per == '' then pair_per = default[2] or '' end
+  end
+  if given.rate == nil then order[#order + 1] = 'rate' end
+  if given.per == nil then order[#order + 1] = 'per' end
+end
+
 -- A change of the rate, its interval or the capacity that leaves a room
 -- with neither a rate nor a capacity (0 is no limit for each) would let
 -- everyone in: refused, as the code refuses such a room
 -- (queuegate.settings). `set --rate 0` read as "let nobody in" and turned
--- the gate off. The rate after the change follows the pair rule below (a
--- reset of `per` alone resets the rate too, unless the controller holds
--- it). A change of anything else, or of a room already without either (a
--- deploy may make one under a run-time value), is not refused: pausing it
--- must stay possible.
-local function rate_after_change()
-  local given_rate, given_per = given.rate, given.per
-  if given_rate == nil then
-    if given_per ~= '' then return rate end -- per set (the rate kept with it) or not given
-    local pinned = given.pinned ~= '' and redis.call('HGET', KEYS[5], 'pinned')
-    if target_ms > 0 and not pinned and controlled_field() == 'rate' then return rate end
-  end
-  if (given_rate or '') == '' then return tonumber(default[1]) or 0 end
-  return tonumber(given_rate) or 0
-end
-local function capacity_after_change()
-  local value = given.capacity
-  if value == nil then return capacity end
-  return tonumber(value ~= '' and value or default[3]) or 0
+-- the gate off. The rate after the change is the pair's above (a reset of
+-- `per` alone resets the rate too, unless the controller holds it). A
+-- change of anything else, or of a room already without either (a deploy
+-- may make one under a run-time value), is not refused: pausing it must
+-- stay possible.
+local function after(value, value_now, index)
+  if value == nil then return value_now end
+  return tonumber(value ~= '' and value or default[index]) or 0
 end
 if (given.rate ~= nil or given.per ~= nil or given.capacity ~= nil) and (rate > 0 or capacity > 0)
-    and rate_after_change() == 0 and capacity_after_change() == 0 then
+    and after(pair_rate, rate, 1) == 0 and after(given.capacity, capacity, 3) == 0 then
   return redis.error_reply('REFUSED rate and capacity: with both 0 (no limit) the room would let '
     .. 'everyone in. To let nobody in, set the status to paused; to let everyone in on purpose, '
     .. 'to passthrough.')
@@ -160,27 +174,6 @@ local rate_after = rate
 if given.rate ~= nil then rate_after = tonumber(given.rate ~= '' and given.rate or default[1]) or 0 end
 local controlled_after = rate_after > 0 and 'rate' or 'capacity'
 if given.pinned == '' then redis.call('HDEL', KEYS[5], 'pinned') end
--- The setting the controller holds now (a health target, not pinned; nil:
--- none). A rate it holds is its, not the operator's: `per` set or reset
--- alone leaves it where the controller put it (resetting both threw it
--- away for the code's, ten times it).
-local controlled_now = nil
-if target_ms > 0 and not redis.call('HGET', KEYS[5], 'pinned') then controlled_now = controlled_field() end
-local pair_rate, pair_per = given.rate, given.per
-if controlled_now == 'rate' and pair_rate == nil then
-  -- Only `per` is given: it alone changes.
-elseif pair_rate ~= nil or pair_per ~= nil then
-  if (pair_rate or '') == '' and (pair_per or '') == '' then
-    pair_rate, pair_per = '', ''
-  else
-    if pair_rate == nil then pair_rate = string.format('%.0f', rate) end
-    if pair_per == nil then pair_per = string.format('%.0f', per) end
-    if pair_rate == '' then pair_rate = default[1] or '' end
-    if pair_per == '' then pair_per = default[2] or '' end
-  end
-  if given.rate == nil then order[#order + 1] = 'rate' end
-  if given.per == nil then order[#order + 1] = 'per' end
-end
 local written = {}
 if reset_all then written = {'reset_all', table.concat(were, ',')} end
 for _, field in ipairs(order) do
