@@ -74,10 +74,7 @@ async def _register(store: Store, rooms: Rooms) -> None:
                     described(result),
                     room.name,
                 )
-                if result["rate"] == 0 and result["capacity"] == 0 and result["status"] == "open":
-                    # The code's rate or capacity under the other set to 0 at
-                    # run time: configure.lua refuses to make such a room,
-                    # but a deploy can.
+                if result["unlimited"]:
                     logger.warning(
                         "queuegate: room %r lets everyone in: its rate and capacity are both 0 "
                         "(no limit) with the settings set at run time over this code's",

@@ -156,3 +156,18 @@ async def test_a_gate_starting_says_when_a_deploy_left_a_room_no_limit(
         "settings set at run time over this code's"
     ), said
     assert len(said) == 2, said
+
+
+async def test_stats_say_a_room_lets_everyone_in_only_while_it_is_open_with_no_limit(store: Store) -> None:
+    """stats.lua's ``unlimited``, which the startup log, ``show`` and the
+    back office read: an open room whose rate and capacity are both 0 (left
+    by a deploy under a run-time 0), and no other."""
+    await store.stats(Room("shop", paths=["/shop*"], rate=10, per=60.0))
+    assert (await store.stats("shop"))["unlimited"] == 0
+    await store.configure("shop", capacity=0)
+    await store.stats(Room("shop", paths=["/shop*"], capacity=100))  # the deploy: its rate is 0
+    assert (await store.stats("shop"))["unlimited"] == 1
+    await store.configure("shop", status="paused")
+    assert (await store.stats("shop"))["unlimited"] == 0  # nobody is let in while paused
+    await store.configure("shop", status="open", capacity=5)
+    assert (await store.stats("shop"))["unlimited"] == 0

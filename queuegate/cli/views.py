@@ -218,9 +218,9 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
         return json.dumps({"room": args.room, **_readable(stats), "visitors": visitors, "analytics": figures})
     now = stats["now"]
     title = Text.assemble((args.room, "bold"), "  ", _status(stats["status"]), f"  (Redis time {clock(now)})")
-    if stats["rate"] == 0 and stats["capacity"] == 0 and stats["status"] == "open":
-        # A deploy can leave a room so under a run-time value (configure
-        # refuses to make one): said where the operator looks first.
+    if stats["unlimited"]:
+        # Said where the operator looks first (stats.lua: a deploy can
+        # leave a room so under a run-time value).
         title.append(
             "\nlets everyone in: rate and capacity are both 0 (no limit); "
             f"`queuegate set {args.room} --reset all` goes back to the code's",

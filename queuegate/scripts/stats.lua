@@ -8,7 +8,9 @@
 --   median wait),
 --   the counters admitted, joined, abandoned, expired, released, left,
 --   drained, limited (new places refused by the client limit), the settings
---   (see advance.lua), prequeue (1 before a scheduled
+--   (see advance.lua), unlimited (1: an open room whose rate and capacity are
+--   both 0, no limit, lets everyone in; configure.lua refuses to make one,
+--   a deploy under a run-time value can), prequeue (1 before a scheduled
 --   opening), draws (the lottery's draws so far: a room that drew has a
 --   seed to publish, whatever its method is now), seed_sha256 (the
 --   published hash of the lottery's seed), and
@@ -43,6 +45,7 @@ local out = {
   'status', status, 'method', method, 'opens_at', opens_at, 'challenge', challenge,
   'draws', draws,
   'client_limit', client_limit, 'forget', forget,
+  'unlimited', (rate == 0 and capacity == 0 and status == 'open') and 1 or 0,
   'prequeue', prequeue and 1 or 0,
 }
 local names = {'admitted', 'joined', 'abandoned', 'expired', 'released', 'left',

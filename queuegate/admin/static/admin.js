@@ -348,10 +348,10 @@
       drawMinutes(d.analytics.minutes, d.stats);
       histogram(d.analytics);
       limitedNote(d.stats);
-      // Rate and capacity both 0 (no limit): configure refuses to make such
-      // a room, a deploy under a run-time value can.
+      // stats.lua's `unlimited`: rate and capacity both 0 (no limit), which
+      // a deploy under a run-time value can leave.
       document.getElementById("unlimited").textContent =
-        d.stats.rate === 0 && d.stats.capacity === 0 && d.stats.status === "open"
+        d.stats.unlimited
           ? "This room lets everyone in: its rate and capacity are both 0 (no limit). Give one a value, or reset them to the code's."
           : "";
       settingsForm(d.stats);
