@@ -102,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
             # The console finds the line where the shop does: this server.
             print(f"console:              export QUEUEGATE_REDIS_URL={url}", flush=True)
         print(f"back office:          {base}/admin-login?token={token}", flush=True)
-        print("Open the checkout in a few browser windows to see the line. Ctrl-C stops.", flush=True)
+        print(
+            "A browser is one visitor: open the checkout in a window, a private window and another browser. "
+            "Ctrl-C stops.",
+            flush=True,
+        )
         app = create_app(
             url,
             rate=args.rate,

@@ -20,7 +20,7 @@ async def checkout(request: Request) -> PlainTextResponse:
 app = Starlette(routes=[Route("/checkout", checkout)])
 app.add_middleware(
     QueueGate,
-    # 1 visitor every 10 s: small, so that two browser windows show the line.
+    # 1 visitor every 10 s: small, so that a window and a private window show the line.
     rooms=[Room("sale", paths=["/checkout", "/checkout/*"], rate=1, per=10)],
     secret_key=SECRET_KEY,
     redis=REDIS_URL,
