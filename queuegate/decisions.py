@@ -36,6 +36,7 @@ __all__ = ["PASS_LAG_MS", "Admission", "Decisions", "admission"]
 logger = logging.getLogger("queuegate")
 
 FAILURE_LOG_INTERVAL = 10.0  # seconds; one log line per burst of Redis failures
+LIMITED_LOG_INTERVAL = 60.0  # seconds; one log line a minute at most for new places the client limit refused
 # A sliding session's end moves on with each request: the end carried in the
 # cookie (for outages) is renewed when it lags by more than this, so an
 # admitted visitor gets a new cookie at most once a minute.
@@ -92,6 +93,7 @@ class Decisions:
     def __init__(self, gate: QueueGate) -> None:
         self.gate = gate
         self._last_failure_log = 0.0
+        self._last_limited_log = -LIMITED_LOG_INTERVAL
 
     def store_failed(self, room: Room, exc: StoreError) -> None:
         """Redis did not answer: count it, and log it once per burst."""
@@ -108,6 +110,24 @@ class Decisions:
                 if room.fail == "open"
                 else "a 503 page, but for visitors admitted before",
             )
+
+    def _said_limited(self, room: Room, scope: Scope) -> None:
+        """A new place refused by the client limit (429): said in the log
+        once a minute at most, with the address, since behind a proxy the
+        gate does not trust every visitor is one address and most of a
+        crowd is turned away (the count is the room's ``limited``)."""
+        now = time.monotonic()
+        if now - self._last_limited_log < LIMITED_LOG_INTERVAL:
+            return
+        self._last_limited_log = now
+        logger.warning(
+            "queuegate: room %r refused a new place to %s, past its client_limit of new places a minute "
+            "from one address (429; counted in the room's `limited`). If many visitors share that address, "
+            "it is a proxy the gate does not trust: list it in trusted_proxies (docs: Troubleshooting, "
+            "a 429 for many visitors at once); this is said once a minute at most",
+            room.name,
+            self.gate.client_address(scope),
+        )
 
     async def decide(
         self,
@@ -223,6 +243,7 @@ class Decisions:
         if state == "challenge":
             return self.gate.answers.challenge(room, outcome, scope, as_json), []
         if state == "limited":
+            self._said_limited(room, scope)
             retry = max(1, math.ceil(outcome.eta_ms / 1000))
             return self.gate.answers.message("limited", room, scope, 429, as_json, retry), []
         if state == "none":  # no place, and this request may not take one (a websocket)

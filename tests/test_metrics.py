@@ -89,17 +89,25 @@ async def test_cookies_signed_with_another_key_are_counted_for_the_gate_given(ma
     assert "queuegate_foreign_cookies" not in await scraped(metrics_app(one.store))
 
 
-async def test_newcomers_the_client_limit_refused_are_counted(make_gate: MakeGate) -> None:
+async def test_newcomers_the_client_limit_refused_are_counted(
+    make_gate: MakeGate, caplog: pytest.LogCaptureFixture
+) -> None:
     """A 429 for a new place (client_limit) left no trace an operator could
     see: behind a proxy the gate does not trust, every visitor after the
     limit's 300th a minute was turned away while the line looked calm.
-    Counted in the room, by the script that refuses."""
+    Counted in the room, by the script that refuses, and said in the log
+    with the address, once a minute at most."""
     gate = await make_gate(rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600, client_limit=2)])
     statuses = []
-    for _ in range(5):
-        async with client_for(gate) as newcomer:  # one address, new browsers
-            statuses.append((await newcomer.get("/checkout")).status_code)
+    with caplog.at_level(logging.WARNING, logger="queuegate"):
+        for _ in range(5):
+            async with client_for(gate) as newcomer:  # one address, new browsers
+                statuses.append((await newcomer.get("/checkout")).status_code)
     assert statuses == [200, 503, 429, 429, 429]
+    said = [r.getMessage() for r in caplog.records if "client_limit" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith("queuegate: room 'sale' refused a new place to 127.0.0.1, past its")
+    assert "trusted_proxies" in said[0]
     async with client_for(metrics_app(gate.store)) as scraper:
         text = (await scraper.get("/")).text
     (limited,) = [f for f in text_string_to_metric_families(text) if f.name == "queuegate_limited"]
