@@ -33,6 +33,7 @@ from .settings import ConfigError, Room
 from .startup import warming
 from .store import FAR_FROM, Client, Store, connect
 from .tokens import Tokens
+from .unrouted import say_unrouted
 from .visitors import Identify, Visitors
 
 logger = logging.getLogger("queuegate")
@@ -261,6 +262,7 @@ class QueueGate:
                 await self.health.forward(self.health.app_rooms, self.app, scope, receive, send)
                 return
         elif kind == "lifespan":
+            say_unrouted(self.app, self.settings.rooms)  # the app's routes are all there by now
             receive = warming(self.store, self.rooms, receive)
             send = self._closing_send(send)
         await self.app(scope, receive, send)
