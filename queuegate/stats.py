@@ -77,8 +77,9 @@ def run_time(stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def described(stats: dict[str, Any]) -> str:
-    """``rate 5 (code: 3), per 1 s (code: 60 s)``: each setting set at run
-    time with the code's value, for a log line."""
+    """``rate 5 (code: 3), per 1 s (the same as the code's)``: each setting
+    set at run time with the code's value, for a log line (one the same as
+    the code's still holds over a later deploy's)."""
 
     def said(name: str, value: Any) -> str:
         if value is None:
@@ -86,6 +87,11 @@ def described(stats: dict[str, Any]) -> str:
         return f"{value:g} s" if name in DURATIONS else str(value)
 
     return ", ".join(
-        f"{name} {said(name, values['value'])} (code: {said(name, values['code'])})"
+        f"{name} {said(name, values['value'])} "
+        + (
+            "(the same as the code's)"
+            if values["value"] == values["code"]
+            else f"(code: {said(name, values['code'])})"
+        )
         for name, values in run_time(stats).items()
     )

@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from queuegate import Health, Room, Store
+from queuegate.stats import described
 
 from .conftest import MakeGate, lifespan_app, running
 
@@ -171,3 +172,10 @@ async def test_stats_say_a_room_lets_everyone_in_only_while_it_is_open_with_no_l
     assert (await store.stats("shop"))["unlimited"] == 0  # nobody is let in while paused
     await store.configure("shop", status="open", capacity=5)
     assert (await store.stats("shop"))["unlimited"] == 0
+
+
+def test_a_setting_set_at_run_time_to_the_codes_value_is_said_so() -> None:
+    """It still holds over a deploy that changes the code's, so it is
+    listed; "per 1 s (code: 1 s)" read as a mistake (a newcomer's trial)."""
+    stats = {"run_time": ["rate", "per"], "rate": 5, "per": 1000, "code": {"rate": 3, "per": 1000}}
+    assert described(stats) == "rate 5 (code: 3), per 1 s (the same as the code's)"

@@ -236,7 +236,10 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
         line.add_row("tokens", f"{stats['tokens']:,} of {stats['rate']:,} left this interval")
     totals = _grid()
     for key in ("joined", "admitted", "abandoned", "expired", "released", "left", "drained"):
-        totals.add_row(key, count(stats[key], "visitor"))
+        said = count(stats[key], "visitor")
+        if key == "joined":
+            said += " (took a place in the line; one let straight in never joins)"
+        totals.add_row(key, said)
     # Newcomers turned away (429): many at once, behind a proxy the gate
     # does not know, is every visitor counted as one client.
     totals.add_row("refused a place", f"{count(stats['limited'], 'time')} (client limit)")
