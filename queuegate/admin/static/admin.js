@@ -53,7 +53,7 @@
   function share(x) { return x === null || x === undefined ? "–" : Math.round(x * 100) + " %"; }
 
   // -- the rooms table ------------------------------------------------------
-  var LABELS = ["room", "status", "waiting", "active", "admitted / min", "wait at back", "median wait",
+  var LABELS = ["room", "status", "waiting", "active", "admitted, last 60 s", "wait at back", "median wait",
     "gave up", "rate / per (s)", "capacity", "target p95 (ms)", "health", ""];
   function roomRow(room) {
     var tr = el("tr", { "data-room": room.room });

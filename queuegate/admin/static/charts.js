@@ -27,8 +27,12 @@
       var padding = [null, scales ? null : Math.ceil(labelWidth() / 2) + 4, null, null];
       series = series.map(function (s) { return Object.assign({ value: legendValue(UNITS[s.scale] || "") }, s); });
       var x = { label: "time", value: legendValue(null) };
+      // Counts, rates and times from 0: a line of 1 to 2 people drawn
+      // over the whole height read as a surge.
+      var ranges = { x: { time: true } };
+      series.forEach(function (s) { ranges[s.scale] = { range: fromZero }; });
       existing = charts[id] = new uPlot({ width: width, height: 220, series: [x].concat(series), axes: axes,
-        padding: padding, scales: { x: { time: true } }, legend: { live: true } }, data, node);
+        padding: padding, scales: ranges, legend: { live: true } }, data, node);
       existing.owner = owner;
       node.uplot = existing; // for the layout test's look at the axes
     }
@@ -39,6 +43,9 @@
       var last = t[t.length - 1];
       existing.setScale("x", { min: Math.min(t[0], last - span), max: last + span / 40 });
     }
+  }
+  function fromZero(u, min, max) {
+    return [0, max > 0 ? max * 1.1 : 1];
   }
   // The legend shows the values under the pointer, else the newest ones
   // (uPlot's own shows "--" until the pointer is over the chart).
