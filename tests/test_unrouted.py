@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import PlainTextResponse
-from starlette.routing import Mount, Route, Router
+from starlette.routing import Host, Mount, Route, Router
 
 from queuegate import QueueGate, Room
 from queuegate.unrouted import say_unrouted
@@ -32,11 +32,13 @@ SHOP = [
     Route("/tickets/{event}/buy", page, methods=["GET", "POST"]),
     Mount("/api", routes=[Route("/orders", page), Route("/orders/{id}", page)]),
     Mount("/legacy", app=lifespan_app),  # its own routes are its own
+    Route("/events/{event}", page),
+    Route("/files/{name:path}", page),
 ]
 
 
 def said(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "no route of the app" in r.getMessage()]
+    return [r.getMessage() for r in caplog.records if "match no route of the app" in r.getMessage()]
 
 
 @pytest.mark.parametrize(
@@ -51,6 +53,9 @@ def said(caplog: pytest.LogCaptureFixture) -> list[str]:
         ["/API/Orders/*"],  # the gate matches case-folded
         ["/legacy/anything"],  # a mounted app: not judged
         ["/nowhere", "/tickets"],  # one pattern routed is enough
+        ["/events/summer-sale"],  # a page under a route's parameter
+        ["/events/summer-sale*"],
+        ["/files/private/*"],  # under a {name:path}
     ],
 )
 def test_patterns_a_route_matches_are_not_said(paths: list[str], caplog: pytest.LogCaptureFixture) -> None:
@@ -63,9 +68,45 @@ def test_a_typo_is_said_with_the_routes_most_like_it(caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.WARNING, logger="queuegate"):
         say_unrouted(Router(SHOP), [Room("drop", paths=["/ticket"], rate=1), Room("route-bound", rate=1)])
     assert said(caplog) == [
-        "queuegate: no route of the app matches room 'drop''s paths ['/ticket'], so the room gates no page "
+        "queuegate: room 'drop' has paths ['/ticket'] that match no route of the app, so it gates no page "
         "the app serves: check the patterns (the app's routes most like them: /tickets)"
     ]
+
+
+@pytest.mark.parametrize("paths", [["/apix/checkout"], ["/api/order"], ["/legacyx"]])
+def test_near_misses_of_mounts_are_said(paths: list[str], caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="queuegate"):
+        say_unrouted(Router(SHOP), [Room("drop", paths=paths, rate=1)])
+    assert len(said(caplog)) == 1
+
+
+def test_a_catch_all_route_routes_everything(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="queuegate"):
+        say_unrouted(Router([Route("/{full:path}", page)]), [Room("drop", paths=["/checkout*"], rate=1)])
+    assert said(caplog) == []
+
+
+class Raising:
+    @property
+    def routes(self) -> list[object]:
+        raise RuntimeError("routes of an app's own kind")
+
+
+class NotStarlettes:
+    def __init__(self) -> None:
+        self.routes = [type("LitestarRoute", (), {"path": "/legacy"})()]  # another library's: not judged
+
+
+def test_routes_that_cannot_be_read_are_not_judged_and_never_stop_a_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    looped = Starlette(routes=[Route("/a", page)])
+    looped.routes.append(Mount("/v1", app=looped))  # mounted in itself
+    apps = [Raising(), NotStarlettes(), looped, Router([Host("shop.example", app=lifespan_app)])]
+    with caplog.at_level(logging.WARNING, logger="queuegate"):
+        for app in apps:
+            say_unrouted(app, [Room("drop", paths=["/nowhere"], rate=1)])
+    assert said(caplog) == []
 
 
 async def test_said_at_startup_through_middleware_for_starlette_and_fastapi(
