@@ -671,14 +671,15 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- coming: a pause, not a fall.)
         local paused = st.slowed and st.pre_at and now - tonumber(st.pre_at) < show_s * 1000
         local set_back = st.pre_at and (st.down or paused) and (tonumber(st.pre_cap) or -1) >= 0
-        if st.pre_at and not set_back and st.pre_probed == '0' then
+        if st.pre_at and not set_back and st.pre_probed == '0' and st.past_at then
           -- A fall (an overload no probe past the last one led to) is where
           -- the app overloads now, as much as a failed probe's: probes past
-          -- it wait PAST_PEAK from its cut, as after a room's first
-          -- overload, not from probes made before it (they came half a
-          -- minute after a fall, and failed: the app had not grown back).
-          st.past_at = nil
-          redis.call('HDEL', h, 'past_at')
+          -- it wait PAST_PEAK from its cut, not from probes made before it
+          -- (they came half a minute after a fall, and failed: the app had
+          -- not grown back). (Before any probe past, the minute runs from
+          -- the last cut already.)
+          st.past_at = st.cut_at
+          put('past_at', st.cut_at)
         end
         if set_back then
           -- Back from an outage: the capacity and the overload known before
