@@ -438,6 +438,23 @@ async def test_the_queue_a_fall_leaves_is_drained_at_once(redis_url: str) -> Non
     assert max(run.rates[125:140]) >= 8, run.rates[120:140]
 
 
+@pytest.mark.parametrize(("family", "seed"), [("pool", 1), ("processor", 9), ("hang", 3)])
+async def test_probes_past_a_fall_wait_a_minute_from_it(redis_url: str, family: str, seed: int) -> None:
+    """Capacity falls to 30-50 % at 120 s and stays there. The fall's
+    overload is where the app overloads now: no probe past it for a
+    minute from its cut, as after a room's first overload. (Before, the
+    clock ran from the probes of the phase before: 25-31 s after the fall
+    a probe past it overloaded the app again, 4-7 s over the target, and
+    a second came a minute later; 14-25 s of the 120 over the target.)"""
+    run = await simulate(redis_url, family, seed, 120)
+    cut = next(s for s in range(120, 240) if run.reasons[s].split(" ", 1)[1].startswith("cut:"))
+    probes = [s for s in range(cut, 240) if "capacity x" in run.reasons[s]]
+    assert probes, run.reasons[cut:240]
+    assert probes[0] - cut >= 60, (cut, probes, run.rates[cut:240])
+    p95s = p95_per_second(run.plant.served, 120, 240, empty=None)
+    assert sum(p95 > run.target_ms for p95 in p95s) <= 0.125 * len(p95s), (cut, probes)
+
+
 @pytest.mark.parametrize(
     ("family", "seed"), [("outage", 1), ("outage", 3), ("outage_silent", 1), ("outage_silent", 3)]
 )

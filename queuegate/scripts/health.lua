@@ -65,7 +65,8 @@
 --    its change took to show; by x2 once a probe since the last cut has
 --    held with the p95 under UNLOADED x the least seen and no error over
 --    JUDGE_S (no queue, no refusal: the app has grown). Probes past the
---    last overload start once in PAST_PEAK at most.
+--    last overload start once in PAST_PEAK at most, and after a fall (an
+--    overload no probe past the last one led to) PAST_PEAK after its cut.
 -- An app down is not small: at the floor for a visit's length, completing
 -- no more than the floor's visitors bring, most requests failing or none
 -- answered, it holds at the floor; once within target again, the capacity
@@ -154,7 +155,7 @@ local E0 = 3 -- the end buckets start after n, err, w
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
   'past_at', 'changed_from', 'reach_since', 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
-  'slowed', 'within_done', 'least_p95', 'draining'}
+  'slowed', 'within_done', 'least_p95', 'draining', 'pre_probed'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -609,6 +610,9 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           put('pre_peak', st.peak or -1)
           put('pre_limit', st.limit or 0)
           put('pre_value', value)
+          -- Whether probes past the last overload led to it (else the app
+          -- overloaded under a load it had served: a fall).
+          put('pre_probed', (tonumber(st.past_at) or 0) > (tonumber(st.cut_at) or 0) and 1 or 0)
           -- Completing far less than at the last look within target: the
           -- app slowed (a pause, or a fall); it was not overloaded by load
           -- (an app given too much completes what it can). Told apart at
@@ -666,7 +670,18 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- app serves the load it slowed under, the visitors inside still
         -- coming: a pause, not a fall.)
         local paused = st.slowed and st.pre_at and now - tonumber(st.pre_at) < show_s * 1000
-        if st.pre_at and (st.down or paused) and (tonumber(st.pre_cap) or -1) >= 0 then
+        local set_back = st.pre_at and (st.down or paused) and (tonumber(st.pre_cap) or -1) >= 0
+        if st.pre_at and not set_back and st.pre_probed == '0' and st.past_at then
+          -- A fall (an overload no probe past the last one led to) is where
+          -- the app overloads now, as much as a failed probe's: probes past
+          -- it wait PAST_PEAK from its cut, not from probes made before it
+          -- (they came half a minute after a fall, and failed: the app had
+          -- not grown back). (Before any probe past, the minute runs from
+          -- the last cut already.)
+          st.past_at = st.cut_at
+          put('past_at', st.cut_at)
+        end
+        if set_back then
           -- Back from an outage: the capacity and the overload known before
           -- it; no more than the rate admitted then brings, nor than where
           -- the app last overloaded, less the drain (a capacity a probe was
@@ -739,7 +754,8 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           then
         -- At where the app overloaded last: probes past it start once in
         -- PAST_PEAK at most, counted from the start of the last ones that
-        -- ended in a cut (probes that overload are two turns of the rate).
+        -- ended in a cut (probes that overload are two turns of the rate),
+        -- or from the last cut where none did (a fall: above).
         reason = 'hold: within target, at the last overload'
       elseif p95 > HEADROOM * goal or error_share > max_errors / 2
           or je > max_errors / 2 * jn then
