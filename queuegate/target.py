@@ -55,7 +55,8 @@ class Health:
     controller probes for more, takes a graded step for errors or moves
     after a lowering; a cut for an overload does not wait. About how long
     a visit lasts: the visit the gate measures (by age since admission)
-    lengthens it, never shortens it. The law is on one page in
+    lengthens it (but for the model's raise after a cut), never shortens
+    it. The law is on one page in
     docs/guides/health.md.
     """
 

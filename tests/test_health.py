@@ -301,6 +301,28 @@ async def test_a_long_visits_probes_are_paced_in_settles(redis_url: str) -> None
     assert max(run.rates) <= 2 * most_rate(run.plant) + 1, max(run.rates)
 
 
+async def test_after_a_cut_the_model_raises_again_once_a_settle_has_shown_it(redis_url: str) -> None:
+    """Visits 62 s long, their light pages unseen (the heavy request 52-69 s
+    after admission): a probe past the fallen capacity (11 a second) is cut
+    to the floor 18 s before the capacity grows 4x (the third phase). Two
+    seconds after the cut the app is within target and the model allows
+    10 a second (the visitors inside bring less than the capacity), but a
+    lowering held the model's raise for a visit (read as 88 s): the floor
+    until 311 s, 71 s into the grown phase. The model counts the load the
+    visitors inside will still bring; what the cut needs to show is its
+    queue gone, a settle: back over the floor within two settles of the
+    cut, and the third phase starts there. The rate stays within twice what
+    the plant serves."""
+    run = await simulate(redis_url, "delayed_unseen_pages", 4, 120)
+    start = 240  # the third phase
+    cut = max(i for i in range(start - 60, start) if run.reasons[i].split(" ", 1)[1].startswith("cut:"))
+    back = next(i for i in range(cut, len(run.rates)) if run.rates[i] > run.rates[cut])
+    assert back - cut <= 2 * 6, (cut, back, run.rates[cut : back + 1])
+    assert "what the visitors inside will bring leaves room" in run.reasons[back], run.reasons[back]
+    assert run.rates[start] > 1, run.rates[cut:start]
+    assert max(run.rates) <= 2 * most_rate(run.plant) + 1, max(run.rates)
+
+
 async def test_a_grown_capacity_is_climbed_by_doubling_while_the_p95_shows_no_queue(redis_url: str) -> None:
     """A pool whose capacity grows 5.8x (the third phase: 23 a second at
     best, against 4 before): a probe past the last overload holds, and the

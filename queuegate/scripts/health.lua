@@ -55,7 +55,9 @@
 --    pace it completes (Little's law), the next look's worth of it is
 --    taken off the usable capacity (BBR's drain), and the rate comes back
 --    at the first look within target, without waiting for the lowering
---    to show.
+--    to show. After another lowering the model raises again once it has
+--    shown (a visit), after a cut once a settle has (its queue gone: the
+--    model counts what the visitors inside will still bring).
 -- 4. Probing for more. Within target with room under it (p95 under
 --    HEADROOM x target, errors under half their maximum), visitors waiting
 --    and the load of the rate admitted come, once the last change has
@@ -155,7 +157,7 @@ local E0 = 3 -- the end buckets start after n, err, w
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
   'past_at', 'changed_from', 'reach_since', 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
-  'slowed', 'within_done', 'least_p95', 'draining', 'pre_probed'}
+  'slowed', 'within_done', 'least_p95', 'draining', 'pre_probed', 'changed'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -859,6 +861,16 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       -- capacity's: waiting for it to show would leave the app idle).
       local drained = st.draining and within and not drain
       if drained then lowered = false end
+      -- After a cut, the model raises again once a settle has shown it,
+      -- not a visit: it already counts the load the visitors inside will
+      -- still bring, and what a settle shows is the overload's queue gone.
+      -- (With long visits, a room cut at the end of a fall held the floor
+      -- for a visit, 60-90 s, where the model allowed the capacity's rate
+      -- 6 s after the cut.)
+      if lowered and want > value and string.sub(st.changed or '', 1, 4) == 'cut:'
+          and now - (tonumber(st.changed_at) or 0) >= settle then
+        lowered = false
+      end
       if want < value and string.sub(reason, 1, 4) ~= 'cut:' and not drain then
         -- Short of an overload beyond chance, one look lowers the rate by
         -- what its evidence asks at most: a graded step's share, or half
