@@ -170,8 +170,7 @@ redis.call('HDEL', KEYS[5], 'view_at', 'view')
 -- `--reset all`) is applied first. A value given for the other one pins
 -- nothing (`--reset all --capacity 50` in a room whose controller holds
 -- the rate leaves the rate to it).
-local rate_after = rate
-if given.rate ~= nil then rate_after = tonumber(given.rate ~= '' and given.rate or default[1]) or 0 end
+local rate_after = after(given.rate, rate, 1)
 local controlled_after = rate_after > 0 and 'rate' or 'capacity'
 if given.pinned == '' then redis.call('HDEL', KEYS[5], 'pinned') end
 local written = {}
