@@ -111,10 +111,18 @@ class Said:
 
 @asynccontextmanager
 async def visitors(base: str, path: str, count: int) -> AsyncIterator[list[httpx.AsyncClient]]:
+    """``count`` visitors, each joined in turn: holding its cookie. A join
+    whose Redis call outlived the gate's timeout on a loaded machine fails
+    closed (a 503 page and no cookie); the visitor reloads, as a person would."""
     clients = [httpx.AsyncClient(timeout=30) for _ in range(count)]
     try:
         for client in clients:
-            await client.get(base + path)
+            for _ in range(5):
+                response = await client.get(base + path)
+                if any(name.startswith("qg_") for name in client.cookies):
+                    break
+                assert response.status_code == 503, response.status_code
+                await asyncio.sleep(0.2)
         yield clients
     finally:
         await asyncio.gather(*(client.aclose() for client in clients))
