@@ -56,8 +56,9 @@
 --    taken off the usable capacity (BBR's drain), and the rate comes back
 --    at the first look within target, without waiting for the lowering
 --    to show. After another lowering the model raises again once it has
---    shown (a visit), after a cut once a settle has (its queue gone: the
---    model counts what the visitors inside will still bring).
+--    shown (a visit), after a cut once a settle has and the app shows
+--    room under the target, as a probe asks (its queue gone: the model
+--    counts what the visitors inside will still bring).
 -- 4. Probing for more. Within target with room under it (p95 under
 --    HEADROOM x target, errors under half their maximum), visitors waiting
 --    and the load of the rate admitted come, once the last change has
@@ -507,6 +508,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   local failing = beyond(errors, responses, max_errors)
     or (beyond(je, jn, max_errors) and errors > max_errors * responses)
   local within = n >= MIN_SAMPLES and p95 <= goal and error_share <= max_errors
+  -- Within target with room under it, in this look and over the last
+  -- JUDGE_S (one quiet second of a backend that sheds load is no room):
+  -- the evidence every raise past what has shown asks for.
+  local roomy = within and p95 <= HEADROOM * goal and error_share <= max_errors / 2
+    and je <= max_errors / 2 * jn
   local cap = tonumber(st.cap)
   local cap_at = tonumber(st.cap_at) or now
   -- What was only seen fades (the app may have shrunk since); where it
@@ -759,11 +765,8 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- ended in a cut (probes that overload are two turns of the rate),
         -- or from the last cut where none did (a fall: above).
         reason = 'hold: within target, at the last overload'
-      elseif p95 > HEADROOM * goal or error_share > max_errors / 2
-          or je > max_errors / 2 * jn then
-        -- Within target, but with no room to show, in this look or over the
-        -- last JUDGE_S (one quiet second of a backend that sheds load is no
-        -- room): a probe would cross it.
+      elseif not roomy then
+        -- Within target, but with no room to show: a probe would cross it.
         reason = 'hold: near the target'
       else
         local gain
@@ -862,13 +865,16 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       local drained = st.draining and within and not drain
       if drained then lowered = false end
       -- After a cut, the model raises again once a settle has shown it,
-      -- not a visit: it already counts the load the visitors inside will
-      -- still bring, and what a settle shows is the overload's queue gone.
+      -- not a visit, and the app has room under the target: it already
+      -- counts the load the visitors inside will still bring, and what a
+      -- settle with room shows is the overload's queue gone. (Within
+      -- target but near it, a cold start's pool was raised while still
+      -- warming, and held a step lower for the minute until its probe.)
       -- (With long visits, a room cut at the end of a fall held the floor
       -- for a visit, 60-90 s, where the model allowed the capacity's rate
       -- 6 s after the cut.)
       if lowered and want > value and string.sub(st.changed or '', 1, 4) == 'cut:'
-          and now - (tonumber(st.changed_at) or 0) >= settle then
+          and now - (tonumber(st.changed_at) or 0) >= settle and roomy then
         lowered = false
       end
       if want < value and string.sub(reason, 1, 4) ~= 'cut:' and not drain then
