@@ -86,21 +86,35 @@ def _pass_lags(carried_ms: int, until_ms: int) -> bool:
     return carried_ms > until_ms or until_ms - carried_ms > PASS_LAG_MS
 
 
+class Throttle:
+    """Says yes at most once every ``seconds``: a warning that would
+    otherwise be logged for every request of a burst."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._last: float | None = None
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if self._last is not None and now - self._last < self.seconds:
+            return False
+        self._last = now
+        return True
+
+
 class Decisions:
     """The gate's decisions, made with its parts (its store, its visitors'
     cookies, its answers); counts failures in the gate's counters."""
 
     def __init__(self, gate: QueueGate) -> None:
         self.gate = gate
-        self._last_failure_log = 0.0
-        self._last_limited_log = -LIMITED_LOG_INTERVAL
+        self._failure_log = Throttle(FAILURE_LOG_INTERVAL)
+        self._limited_log = Throttle(LIMITED_LOG_INTERVAL)
 
     def store_failed(self, room: Room, exc: StoreError) -> None:
         """Redis did not answer: count it, and log it once per burst."""
         self.gate.counters["failed_open" if room.fail == "open" else "failed_closed"] += 1
-        now = time.monotonic()
-        if now - self._last_failure_log >= FAILURE_LOG_INTERVAL:
-            self._last_failure_log = now
+        if self._failure_log.due():
             logger.warning(
                 "queuegate: Redis did not answer for room %r (%s); failing %s (%s)",
                 room.name,
@@ -116,10 +130,8 @@ class Decisions:
         once a minute at most, with the address, since behind a proxy the
         gate does not trust every visitor is one address and most of a
         crowd is turned away (the count is the room's ``limited``)."""
-        now = time.monotonic()
-        if now - self._last_limited_log < LIMITED_LOG_INTERVAL:
+        if not self._limited_log.due():
             return
-        self._last_limited_log = now
         logger.warning(
             "queuegate: room %r refused a new place to %s, past its client_limit of new places a minute "
             "from one address (429; counted in the room's `limited`). If many visitors share that address, "
