@@ -21,7 +21,7 @@ from .farback import FarBack
 from .fronts import FrontCopies
 from .outcomes import text
 from .readings import ACTIVITY_KEEP, Readings
-from .settings import ROOM_SETTINGS, ConfigError, check_room_setting
+from .settings import ConfigError, check_room_setting
 from .stats import figure, in_people_units
 
 logger = logging.getLogger("queuegate")
@@ -166,9 +166,7 @@ class Operations(Readings):
             name = room if isinstance(room, str) else room.name
             self.far_back.forget(name)
             shown = {key: "(secret)" if key == "seed" else value for key, value in changes.items()}
-            if reset_all:
-                # The log names each setting reset (configure.lua adds a pin removed).
-                shown.update({setting: None for setting in ROOM_SETTINGS if setting not in shown})
+            # (A reset_all's log: configure.lua adds what it reset.)
             details = json.dumps(shown, default=str)
             try:
                 reply = await self._call("configure", room, now, who or self.actor, details, *pairs)

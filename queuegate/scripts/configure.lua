@@ -49,8 +49,8 @@
 -- reset after those given); a value of "" was removed. With `reset_all`
 -- the first pair is `reset_all` and the settings set at run time before
 -- it, comma-separated (as stats.lua's run_time). The activity log has the
--- change as given and that other half (and `pinned` when a reset_all
--- removed a pin).
+-- change as given and that other half (and, for a reset_all, what it
+-- reset: below).
 
 local reset_all = ARGV[6] == 'reset_all'
 local given, order = {}, {}
@@ -59,13 +59,15 @@ for i = reset_all and 8 or 6, #ARGV, 2 do
   given[ARGV[i]] = ARGV[i + 1]
 end
 local were = {}
-local unpinned = false
+local logged = {} -- what a reset_all changed beyond the settings given: the log's nulls
 if reset_all then
   local pinned = redis.call('HGET', KEYS[5], 'pinned')
   local controlled = (target_ms > 0 and not pinned) and controlled_field() or ''
   for i, name in ipairs(SETTINGS) do
-    if conf[i + 1] and name ~= controlled then were[#were + 1] = name end
+    local set = conf[i + 1] and name ~= controlled
+    if set then were[#were + 1] = name end
     if given[name] == nil then
+      if set then logged[#logged + 1] = name end
       given[name] = ''
       order[#order + 1] = name
     end
@@ -73,7 +75,7 @@ if reset_all then
   if pinned and given.pinned == nil then
     given.pinned = ''
     order[#order + 1] = 'pinned'
-    unpinned = true
+    logged[#logged + 1] = 'pinned'
   end
 end
 
@@ -208,10 +210,16 @@ if (given.rate == nil and pair_rate ~= nil) or (given.per == nil and pair_per ~=
   if given.per == nil then shown.per = pair_per == '' and cjson.null or tonumber(pair_per) / 1000 end
   details = cjson.encode(shown)
 end
--- (Added to the text, not decoded and encoded again: the log keeps the
--- order of the settings reset, as the caller gave them.)
-if unpinned then
-  details = details:match('^%s*{%s*}%s*$') and '{"pinned": null}' or details:gsub('}%s*$', ', "pinned": null}')
+-- A reset_all logs what it changed: the settings given, then each one set
+-- at run time before it and a pin it removed (null: reset), or `all` when
+-- it found nothing to reset. (Added to the text, not decoded and encoded
+-- again: the log keeps the order of the settings, as the caller gave them.)
+if reset_all then
+  if #logged == 0 and details:match('^%s*{%s*}%s*$') then logged[1] = 'all' end
+  for _, name in ipairs(logged) do
+    local pair = '"' .. name .. '": null'
+    details = details:match('^%s*{%s*}%s*$') and '{' .. pair .. '}' or details:gsub('}%s*$', ', ' .. pair .. '}')
+  end
 end
 note_activity(ARGV[4], 'settings', details)
 return written
