@@ -23,7 +23,7 @@ import httpx
 import pytest
 import redis.asyncio
 
-from queuegate import QueueGate, Store
+from queuegate import ConfigError, QueueGate, Store
 from queuegate.embedded import free_port
 
 from .conftest import SECRET, client_for, served, wait_for_http
@@ -66,6 +66,18 @@ def test_the_snippets_read_only_the_gate_s_own_variables() -> None:
         names = re.findall(r"os\.environ(?:\.get)?[\[(]\"(\w+)\"", path.read_text())
         assert names, path.name
         assert all(name.startswith("QUEUEGATE_") for name in names), (path.name, names)
+
+
+def test_a_quickstart_without_its_secret_says_which_variable_to_set(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run with no secret in the environment, a quickstart stopped at its
+    first line with a bare ``KeyError: 'QUEUEGATE_SECRET_KEY'``; the gate
+    reads the variable itself and says what to set, and how to make one."""
+    monkeypatch.delenv("QUEUEGATE_SECRET_KEY", raising=False)
+    monkeypatch.setenv("QUEUEGATE_REDIS_URL", redis_url)
+    with pytest.raises(ConfigError, match="set QUEUEGATE_SECRET_KEY"):
+        load("fastapi_app.py")
 
 
 def first_admitted_second_waits(base: str, page: str) -> None:

@@ -10,7 +10,8 @@ from django.urls import path
 from queuegate import QueueGate, Room
 from queuegate.integrations.django import gated
 
-SECRET_KEY = os.environ["QUEUEGATE_SECRET_KEY"]  # 16+ random characters, the same in every process
+# The gate reads its secret key from QUEUEGATE_SECRET_KEY (16+ random characters, the same in
+# every process) and says so at startup when it is missing.
 REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 # In a project: settings.py.
@@ -29,6 +30,5 @@ urlpatterns = [path("checkout", checkout)]
 application = QueueGate(
     get_asgi_application(),
     rooms=[Room("sale", rate=1, per=10)],  # no paths: the decorator names the room
-    secret_key=SECRET_KEY,
     redis=REDIS_URL,
 )

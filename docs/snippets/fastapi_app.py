@@ -8,7 +8,8 @@ from fastapi import Depends, FastAPI
 from queuegate import Admission, QueueGate, Room
 from queuegate.integrations.fastapi import queue
 
-SECRET_KEY = os.environ["QUEUEGATE_SECRET_KEY"]  # 16+ random characters, the same in every process
+# The gate reads its secret key from QUEUEGATE_SECRET_KEY (16+ random characters, the same in
+# every process) and says so at startup when it is missing.
 REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 app = FastAPI()
@@ -31,6 +32,5 @@ async def place_order(ticket: Ticket) -> dict[str, str]:
 gate = QueueGate(
     app,
     rooms=[Room("sale", rate=1, per=10)],  # no paths: the routes name the room
-    secret_key=SECRET_KEY,
     redis=REDIS_URL,
 )

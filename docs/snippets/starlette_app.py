@@ -9,7 +9,8 @@ from starlette.routing import Route
 
 from queuegate import QueueGate, Room
 
-SECRET_KEY = os.environ["QUEUEGATE_SECRET_KEY"]  # 16+ random characters, the same in every process
+# The gate reads its secret key from QUEUEGATE_SECRET_KEY (16+ random characters, the same in
+# every process) and says so at startup when it is missing.
 REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 
@@ -22,6 +23,5 @@ app.add_middleware(
     QueueGate,
     # 1 visitor every 10 s: small, so that a window and a private window show the line.
     rooms=[Room("sale", paths=["/checkout", "/checkout/*"], rate=1, per=10)],
-    secret_key=SECRET_KEY,
     redis=REDIS_URL,
 )
