@@ -857,26 +857,24 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         local at = admitting(show_s)
         want = at > 0 and math.floor(value * r / at) or value
       end
-      local lowered = (tonumber(st.changed_from) or 0) > value
-        and now - (tonumber(st.changed_at) or 0) < show_s * 1000
       -- A drain worked off, the app within target: the rate the capacity
       -- allows comes back at once (the lowering was the queue's, not the
       -- capacity's: waiting for it to show would leave the app idle).
       local drained = st.draining and within and not drain
-      if drained then lowered = false end
-      -- After a cut, the model raises again once a settle has shown it,
-      -- not a visit, and the app has room under the target: it already
-      -- counts the load the visitors inside will still bring, and what a
-      -- settle with room shows is the overload's queue gone. (Within
-      -- target but near it, a cold start's pool was raised while still
-      -- warming, and held a step lower for the minute until its probe.)
-      -- (With long visits, a room cut at the end of a fall held the floor
-      -- for a visit, 60-90 s, where the model allowed the capacity's rate
-      -- 6 s after the cut.)
-      if lowered and want > value and string.sub(st.changed or '', 1, 4) == 'cut:'
-          and now - (tonumber(st.changed_at) or 0) >= settle and roomy then
-        lowered = false
-      end
+      -- After a lowering, the model raises again once it has shown (a
+      -- visit), but after a drain worked off (above), and after a cut once
+      -- a settle has and the app has room under the target: the model
+      -- already counts the load the visitors inside will still bring, and
+      -- what a settle with room shows is the overload's queue gone. (With
+      -- long visits, a room cut at the end of a fall held the floor for a
+      -- visit, 60-90 s, where the model allowed the capacity's rate 6 s
+      -- after the cut. Within target but near it, a cold start's pool was
+      -- raised while still warming, and held a step lower for the minute
+      -- until its probe.)
+      local since_change = now - (tonumber(st.changed_at) or 0)
+      local lowered = (tonumber(st.changed_from) or 0) > value and since_change < show_s * 1000
+        and not drained
+        and not (want > value and string.sub(st.changed or '', 1, 4) == 'cut:' and since_change >= settle and roomy)
       if want < value and string.sub(reason, 1, 4) ~= 'cut:' and not drain then
         -- Short of an overload beyond chance, one look lowers the rate by
         -- what its evidence asks at most: a graded step's share, or half
