@@ -6,7 +6,6 @@ stops what it starts."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -25,6 +24,7 @@ from queuegate.embedded import EmbeddedServer, free_port, server_binary
 from queuegate.store import connect
 
 from .conftest import MakeGate, client_for, wait_for_http
+from .servers.proxies import DelayingProxy
 from .stalls import Stalls
 
 pytestmark = pytest.mark.anyio
@@ -33,51 +33,10 @@ TIMEOUT = 0.2
 MARGIN = 0.3
 
 
-class Proxy:
-    """A TCP proxy to Redis that can delay or swallow what Redis sends back."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.delay = 0.0
-        self.flowing = asyncio.Event()  # cleared: a black hole
-        self.flowing.set()
-        self.server: asyncio.Server | None = None
-        self.port = 0
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        redis_r, redis_w = await asyncio.open_connection("127.0.0.1", self.target_port)
-
-        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, slow: bool) -> None:
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                while data := await reader.read(65536):
-                    if slow:
-                        await self.flowing.wait()
-                        if self.delay:
-                            await asyncio.sleep(self.delay)
-                    writer.write(data)
-                    await writer.drain()
-            writer.close()
-
-        for task in (pipe(client_r, redis_w, False), pipe(redis_r, client_w, True)):
-            self.tasks.add(asyncio.create_task(task))
-
-    async def close(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
-
-
 @pytest.fixture
-async def proxy(server_url: str) -> AsyncIterator[Proxy]:
+async def proxy(server_url: str) -> AsyncIterator[DelayingProxy]:
     port = int(server_url.rsplit(":", 1)[1].split("/")[0])
-    proxy = Proxy(port)
+    proxy = DelayingProxy(port)
     await proxy.start()
     yield proxy
     await proxy.close()
@@ -87,7 +46,7 @@ ROOM = Room("proxied", paths=["/x"], capacity=1000, client_limit=0)
 
 
 @pytest.fixture
-async def proxied_store(proxy: Proxy, redis_url: str) -> AsyncIterator[Store]:
+async def proxied_store(proxy: DelayingProxy, redis_url: str) -> AsyncIterator[Store]:
     """A store that reaches Redis through the proxy, its scripts loaded."""
     store = Store(aioredis.Redis.from_url(f"redis://127.0.0.1:{proxy.port}/0"), timeout=TIMEOUT)
     await store.enter(ROOM, "warm-up")
@@ -96,7 +55,7 @@ async def proxied_store(proxy: Proxy, redis_url: str) -> AsyncIterator[Store]:
 
 
 async def test_slow_redis_never_leaves_a_reply_for_the_wrong_request(
-    proxy: Proxy, proxied_store: Store
+    proxy: DelayingProxy, proxied_store: Store
 ) -> None:
     proxy.delay = 0.5  # every reply comes after its request gave up
     with Stalls() as stalls:
@@ -115,7 +74,7 @@ async def test_slow_redis_never_leaves_a_reply_for_the_wrong_request(
     assert all(o.state == "active" for o in outcomes)
 
 
-async def test_silent_redis_is_given_up_and_replaced(proxy: Proxy, proxied_store: Store) -> None:
+async def test_silent_redis_is_given_up_and_replaced(proxy: DelayingProxy, proxied_store: Store) -> None:
     proxy.flowing.clear()
     for _ in range(3):
         with pytest.raises(StoreError):

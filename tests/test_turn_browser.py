@@ -8,16 +8,15 @@ Skipped without Chromium, unless QGDEV_E2E=required (.ci/run)."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from queuegate import QueueGate, Room
 
 from .conftest import PATIENT, SECRET, chromium_or_skip, lifespan_app, served
+from .servers.proxies import SilencingProxy
 
 CHROMIUM = chromium_or_skip()
 
@@ -124,73 +123,6 @@ def test_the_page_goes_in_when_the_turn_is_pushed(redis_url: str) -> None:
             print(f"\nthe page went in {time.monotonic() - freed:.2f} s after the turn came")
         finally:
             browser.close()
-
-
-class SilencingProxy:
-    """A TCP proxy in front of a server that passes every connection
-    through, but stops passing the server's bytes of a waiting page's
-    stream ``after`` seconds into it, while holding the connection open: a
-    middlebox gone quiet, or a push lost on the way, as the page sees it."""
-
-    def __init__(self, upstream: str, after: float) -> None:
-        import socket
-        import threading
-
-        host, port = upstream.removeprefix("http://").split(":")
-        self.upstream = (host, int(port))
-        self.after = after
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.silenced = b""
-        self.sockets: list[Any] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        import socket
-        import threading
-
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.upstream)
-            self.sockets += [client, server]
-            threading.Thread(target=self._relay, args=(client, server), daemon=True).start()
-
-    def _relay(self, client: Any, server: Any) -> None:
-        import threading
-
-        # When the connection's request became a stream's (a connection
-        # kept alive may carry the page's request first).
-        opened: list[float] = []
-        threading.Thread(target=self._requests, args=(client, server, opened), daemon=True).start()
-        try:
-            while data := server.recv(65536):
-                if opened and time.monotonic() - opened[0] > self.after:
-                    self.silenced += data
-                    continue  # read, never passed on: the connection stays open
-                client.sendall(data)
-        except OSError:
-            pass
-
-    def _requests(self, client: Any, server: Any, opened: list[float]) -> None:
-        try:
-            while data := client.recv(65536):
-                if data.startswith(b"GET /_queuegate/stream/"):
-                    opened.append(time.monotonic())
-                server.sendall(data)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        import socket
-
-        self.listener.close()
-        for held in self.sockets:
-            with contextlib.suppress(OSError):
-                held.shutdown(socket.SHUT_RDWR)
-            held.close()
 
 
 def test_a_turn_the_stream_never_brought_is_found_by_the_pages_own_check(redis_url: str) -> None:
