@@ -325,3 +325,36 @@ async def test_a_room_already_without_rate_or_capacity_can_still_be_paused(
     assert console(redis_url, "set", "shop", "--reset", "capacity").returncode == 0
     stats = await store.stats("shop")
     assert (stats["status"], stats["capacity"]) == ("paused", 100)
+
+
+BOUNDED = Room("bounded", paths=["/b"], rate=5, per=1.0, target=Health(p95_ms=400, floor=2, ceiling=20))
+
+
+@pytest.mark.parametrize(
+    ("change", "refused"),
+    [
+        ({"floor": 50, "ceiling": 5}, True),
+        ({"floor": 50}, True),  # over the code's ceiling of 20
+        ({"ceiling": 1}, True),  # under the code's floor of 2
+        ({"floor": 50, "ceiling": 0}, False),  # 0: no ceiling
+        ({"floor": 50, "ceiling": 60}, False),
+        ({"ceiling": 2}, False),
+        ({"floor": None, "ceiling": 1}, True),  # back to the code's floor of 2, over 1
+    ],
+)
+async def test_a_floor_over_the_ceiling_is_refused_as_in_code(
+    store: Store, redis_url: str, change: dict[str, Any], refused: bool
+) -> None:
+    """`set --floor 50 --ceiling 5` was taken, where Health(floor=50,
+    ceiling=5) is refused in code: the ceiling wins, and the controller held
+    the room under it, not at the floor that keeps the line moving. The
+    bounds are read as the change leaves them, the code's where not set."""
+    await store.enter(BOUNDED, "a")
+    if refused:
+        with pytest.raises(
+            ConfigError, match=r"floor and ceiling: the ceiling \(\d+\) would be below the floor"
+        ):
+            await store.configure("bounded", **change)
+        assert (await store.stats("bounded"))["run_time"] == []
+    else:
+        await store.configure("bounded", **change)

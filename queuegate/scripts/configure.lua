@@ -145,6 +145,20 @@ if (given.rate ~= nil or given.per ~= nil or given.capacity ~= nil) and (rate > 
     .. 'to passthrough.')
 end
 
+-- A floor over the ceiling (0: none) once the change is made: refused, as
+-- the code refuses such a Health. The ceiling wins over the floor
+-- (health.lua), so the controller held the room under it, not at the
+-- floor that promises the line keeps moving.
+if given.floor ~= nil or given.ceiling ~= nil then
+  local floor_after = math.max(1, after(given.floor, adapt_floor, 16))
+  local ceiling_after = after(given.ceiling, adapt_ceiling, 17)
+  if ceiling_after > 0 and ceiling_after < floor_after then
+    return redis.error_reply(string.format('REFUSED floor and ceiling: the ceiling (%d) would be below '
+      .. 'the floor (%d). Lower the floor or raise the ceiling (0: none) in the same change.',
+      ceiling_after, floor_after))
+  end
+end
+
 -- A change that makes the room draw (a lottery, a scheduled opening; a reset
 -- to the code's, which may) needs the room's seed, as advance() does of a
 -- room that draws: refused before anything is written (NO_SEED), and the
