@@ -328,6 +328,14 @@ async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str,
         "sale: every other setting back to the code's (set at run time before: none); status=paused\n"
     )
     assert json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["status"] == "paused"
+    # A value and a reset of the same setting contradict: refused, nothing
+    # written (the reset won in silence: `--rate 3 --reset rate` said
+    # rate=default, exit 0).
+    for flags in (["--rate", "3", "--reset", "rate"], ["--client-limit", "9", "--reset", "client_limit"]):
+        both = cli("set", "sale", *flags, url=redis_url)
+        assert (both.returncode, both.stdout) == (2, ""), flags
+        assert "contradict: give one" in both.stderr
+    assert list(json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["run_time"]) == ["status"]
 
 
 @pytest.mark.anyio

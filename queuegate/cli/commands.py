@@ -33,6 +33,9 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
             raise CommandError(
                 f"--reset: unknown setting {name!r} (all, or one of {', '.join(ROOM_SETTINGS)})", 2
             )
+        if changes.get(name) is not None:
+            # (Beside `all`, a value given wins: it is what `all` leaves.)
+            raise CommandError(f"set: --{name.replace('_', '-')} and --reset {name} contradict: give one", 2)
         changes[name] = None
     if not changes and not reset_all:
         raise CommandError("set: name at least one setting to change, e.g. --rate 20", 2)
