@@ -147,9 +147,25 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
 
         # A rate change from the rooms table applies, and shows in the log.
         row = page.locator("tr[data-room=sale]")
-        # A value typed and not applied yet stays, focused or not.
+        # A value typed and not applied yet stays, focused or not, marked as
+        # such, while the table's figures go on (it held the whole table
+        # still, and Apply later sent it with an unrelated change).
         row.locator("input[name=capacity]").fill("5")
         row.locator("button", has_text="sale").focus()
+        assert row.locator("button.revert").is_visible()
+        in_redis(redis_url, lambda store: store.enter(ROOM, "while-typed"))
+        waiting = in_redis(redis_url, lambda store: store.stats("sale"))["waiting"]
+        page.wait_for_function(
+            f"() => document.querySelector('tr[data-room=sale] td:nth-child(3)').textContent === '{waiting}'",
+            timeout=5000,
+        )
+        assert row.locator("input[name=capacity]").input_value() == "5"
+        assert row.locator("input.unapplied").count() == 1
+        row.locator("button.revert").click()
+        assert row.locator("input[name=capacity]").input_value() == str(ROOM.capacity)
+        assert row.locator(".unapplied").count() == 0
+        assert row.locator("button.revert").is_hidden()
+        row.locator("input[name=capacity]").fill("5")
         page.wait_for_timeout(2500)
         assert row.locator("input[name=capacity]").input_value() == "5"
         row.locator("input[name=capacity]").fill("0")

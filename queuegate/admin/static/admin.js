@@ -111,8 +111,37 @@
       for (var k in wanted) if (wanted[k] !== before[k]) body[k] = wanted[k];
       change(room.room, "", body);
     });
-    cell({ "class": "actions" }).appendChild(apply);
+    // A value typed and not applied yet is marked, and Revert puts the
+    // row back to what Redis holds (Apply sent it with a later change).
+    var revert = el("button", { type: "button", "class": "quiet revert", "aria-label": "Revert the changes to " + room.room + " not applied yet" }, "Revert");
+    revert.addEventListener("click", function () {
+      controls(tr).forEach(function (c) {
+        if (c.tagName === "INPUT") c.value = c.defaultValue;
+        else if (c.tagName === "SELECT") Array.prototype.forEach.call(c.options, function (o) { o.selected = o.defaultSelected; });
+      });
+      marked(tr);
+    });
+    var actions = cell({ "class": "actions" });
+    actions.appendChild(apply); actions.appendChild(document.createTextNode(" ")); actions.appendChild(revert);
+    marked(tr);
     return tr;
+  }
+  // The row's controls whose value is not the one Redis holds.
+  function unapplied(row) {
+    return controls(row).filter(function (c) {
+      if (c.tagName === "INPUT") return c.value !== c.defaultValue;
+      if (c.tagName === "SELECT") return Array.prototype.some.call(c.options, function (o) { return o.selected !== o.defaultSelected; });
+      return false;
+    });
+  }
+  function marked(row) {
+    var changed = unapplied(row);
+    controls(row).forEach(function (c) {
+      var on = changed.indexOf(c) >= 0;
+      c.classList.toggle("unapplied", on);
+      if (on) c.setAttribute("title", "not applied yet: Apply, or Revert"); else if (c.tagName !== "BUTTON" && !c.disabled) c.removeAttribute("title");
+    });
+    row.querySelector("button.revert").hidden = !changed.length;
   }
   function change(room, action, body) {
     return api("POST", "api/rooms/" + encodeURIComponent(room) + (action ? "/" + action : ""), body)
@@ -464,12 +493,23 @@
       });
       var body = document.getElementById("rooms");
       if (!editing && d.rooms.length) {
-        // Redrawn unless a field is being edited; the control that had the
-        // focus has it again after (keyboard users keep their place).
+        // Redrawn unless a field is being typed in; the control that had
+        // the focus has it again after (keyboard users keep their place),
+        // and a value changed and not applied yet is carried over, marked
+        // (the whole table held still for it, its figures growing stale).
         var active = document.activeElement, row = body.contains(active) ? active.closest("tr") : null;
         var place = row ? [row.getAttribute("data-room"), controls(row).indexOf(active)] : null;
+        var kept = {};
+        Array.prototype.forEach.call(body.querySelectorAll("tr[data-room]"), function (old) {
+          unapplied(old).forEach(function (c) { (kept[old.getAttribute("data-room")] = kept[old.getAttribute("data-room")] || {})[c.name] = c.value; });
+        });
         clear(body);
-        d.rooms.forEach(function (room) { body.appendChild(roomRow(room)); });
+        d.rooms.forEach(function (room) {
+          var fresh = roomRow(room), typed = kept[room.room] || {};
+          controls(fresh).forEach(function (c) { if (c.name && c.name in typed) c.value = typed[c.name]; });
+          marked(fresh);
+          body.appendChild(fresh);
+        });
         row = place && body.querySelector("tr[data-room='" + CSS.escape(place[0]) + "']");
         if (row && controls(row)[place[1]]) controls(row)[place[1]].focus({ preventScroll: true });
       } else if (!d.rooms.length) {
@@ -501,17 +541,21 @@
     s.error_reasons.forEach(function (e) { list.appendChild(el("li", {}, e.count + " × " + e.reason)); });
   }
   function controls(row) { return Array.prototype.slice.call(row.querySelectorAll("button, input, select")); }
-  // A field being typed in, or one changed and not applied yet, holds the
-  // table still; a focused button does not.
+  // A field being typed in holds the table still; a focused button does
+  // not, nor a value changed and left (carried over: refresh).
   function typing() {
     var body = document.getElementById("rooms"), active = document.activeElement;
-    if (active && body.contains(active) && active.tagName !== "BUTTON") return true;
-    return Array.prototype.some.call(body.querySelectorAll("input"), function (i) { return i.value !== i.defaultValue; })
-      || Array.prototype.some.call(body.querySelectorAll("option"), function (o) { return o.selected !== o.defaultSelected; });
+    return Boolean(active && body.contains(active) && active.tagName !== "BUTTON");
   }
   document.getElementById("rooms").addEventListener("focusin", function () { editing = typing(); });
   document.getElementById("rooms").addEventListener("focusout", function () {
     setTimeout(function () { editing = typing(); }, 0);
+  });
+  ["input", "change"].forEach(function (type) {
+    document.getElementById("rooms").addEventListener(type, function (event) {
+      var row = event.target.closest && event.target.closest("tr[data-room]");
+      if (row) marked(row);
+    });
   });
   document.getElementById("activity-room").addEventListener("change", showActivity);
   document.getElementById("visitor-form").addEventListener("submit", function (event) {
