@@ -596,3 +596,22 @@ async def test_list_leaves_out_a_room_gone_since_it_was_listed(busy_room: str) -
     async with opened(args, busy_room) as ask:
         listed = json.loads(str(await _list(ask, args, ["sale", "gone"])))
     assert [row["room"] for row in listed] == ["sale"]
+
+
+@pytest.mark.anyio
+async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: Store) -> None:
+    """A rate pinned with its interval, then given back to the controller
+    (`--auto`): the controller holds the rate, the interval is still the
+    operator's. `show` said the whole line was "set at run time", as if
+    the rate were still pinned."""
+    await store.stats(ADAPTIVE)
+    assert cli("set", "adaptive", "--rate", "3", "--per", "2", url=redis_url).returncode == 0
+    pinned = cli("show", "adaptive", url=redis_url).stdout
+    assert re.search(r"^ +rate +3 visitors every 2 s +set at run time; code: ", pinned, re.M), pinned
+    assert cli("set", "adaptive", "--auto", url=redis_url).returncode == 0
+    auto = cli("show", "adaptive", url=redis_url).stdout
+    assert re.search(
+        r"^ +rate +\d+ visitors? every 2 s +rate set by the admission controller, per at run time; code: ",
+        auto,
+        re.M,
+    ), auto

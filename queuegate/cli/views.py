@@ -131,7 +131,13 @@ def _sourced(rows: Rows, stats: dict[str, Any]) -> Table:
         if not source:
             grid.add_row(label, said)
             continue
-        who = "set at run time" if names & operator else "set by the admission controller"
+        if names & operator and names & held:
+            # (The rate the controller holds, its interval an operator's.)
+            who = f"{', '.join(sorted(names & held))} set by the admission controller, " + (
+                f"{', '.join(sorted(names & operator))} at run time"
+            )
+        else:
+            who = "set at run time" if names & operator else "set by the admission controller"
         if not source <= set(stats["code"]):
             note = f"{who}; the code's value is not known"
         elif code.get(label) == said:
