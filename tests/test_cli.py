@@ -605,7 +605,10 @@ async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: St
     operator's. `show` said the whole line was "set at run time", as if
     the rate were still pinned."""
     await store.stats(ADAPTIVE)
-    assert cli("set", "adaptive", "--rate", "3", "--per", "2", url=redis_url).returncode == 0
+    said = cli("set", "adaptive", "--rate", "3", "--per", "2", url=redis_url).stdout
+    assert said == (
+        "adaptive: rate=3, per=2.0, pinned: the controller no longer moves it (`--auto` gives it back)\n"
+    )
     pinned = cli("show", "adaptive", url=redis_url).stdout
     assert re.search(r"^ +rate +3 visitors every 2 s +set at run time; code: ", pinned, re.M), pinned
     assert cli("set", "adaptive", "--auto", url=redis_url).returncode == 0

@@ -63,7 +63,11 @@ def _shown(written: dict[str, str]) -> str:
     shown = []
     for name, value in written.items():
         if name == "pinned":
-            shown.append("pinned=auto")
+            shown.append(
+                "pinned=auto"
+                if value == ""
+                else "pinned: the controller no longer moves it (`--auto` gives it back)"
+            )
         elif value == "":
             shown.append(f"{name}=default")
         else:

@@ -46,7 +46,8 @@
 --
 -- Returns the fields written, as field, value pairs in the order given
 -- (the pair's other half after them; with `reset_all`, the settings it
--- reset after those given); a value of "" was removed. With `reset_all`
+-- reset after those given; `pinned` 1 last where a value given pinned the
+-- setting the controller held); a value of "" was removed. With `reset_all`
 -- the first pair is `reset_all` and the settings set at run time before
 -- it, comma-separated (as stats.lua's run_time). The activity log has the
 -- change as given and that other half (and, for a reset_all, what it
@@ -190,6 +191,7 @@ local rate_after = after(given.rate, rate, 1)
 local controlled_after = rate_after > 0 and 'rate' or 'capacity'
 if given.pinned == '' then redis.call('HDEL', KEYS[5], 'pinned') end
 local written = {}
+local pinned_now = false
 if reset_all then written = {'reset_all', table.concat(were, ',')} end
 for _, field in ipairs(order) do
   local value = given[field]
@@ -204,12 +206,18 @@ for _, field in ipairs(order) do
     -- (Only a value the caller gave pins, not the pair's other half.)
     if (given[field] or '') ~= '' and field == controlled_after and target_ms > 0 then
       redis.call('HSET', KEYS[5], 'pinned', 1)
+      pinned_now = true
     end
   end
   if value ~= nil then
     written[#written + 1] = field
     written[#written + 1] = value
   end
+end
+-- (Said last: the setting given took the controller's place.)
+if pinned_now then
+  written[#written + 1] = 'pinned'
+  written[#written + 1] = '1'
 end
 -- The room under its new settings, now.
 read_settings(redis.call('HMGET', KEYS[5], unpack(SETTINGS)))
