@@ -261,7 +261,10 @@ class Decisions:
         if state == "none":  # no place, and this request may not take one (a websocket)
             return self.gate.answers.message("not_admitted", room, scope, 403, as_json), []
         status = self.gate.settings.waiting_status
-        return self.gate.answers.message("closed", room, scope, status, as_json, 60), []
+        # One who holds a place is told it is kept (the page comes back to
+        # it if the room opens again), not to come back later.
+        kind = "closed_in_line" if outcome.in_line else "closed"
+        return self.gate.answers.message(kind, room, scope, status, as_json, 60), []
 
     def copied_admission(self, room: Room, scope: Scope) -> Admission | None:
         """The admission :meth:`decide` would find for an anonymous visitor

@@ -42,6 +42,7 @@ class Outcome:
     copyable: bool = False
     place: int = 0  # a waiting visitor's arrival number (their place in line)
     seen_ms: int = 0  # when the visitor's liveness was last recorded (Redis time)
+    in_line: bool = False  # a ``closed`` outcome: the visitor holds a place, kept
 
 
 def text(value: Any) -> str:
@@ -113,6 +114,8 @@ def decode(reply: Sequence[Any]) -> Outcome:
         return Outcome("limited", now_ms, who, eta_ms=int(reply[3]))
     if state == "challenge":
         return Outcome("challenge", now_ms, who, difficulty=int(reply[3]))
+    if state == "closed":
+        return Outcome("closed", now_ms, who, in_line=len(reply) > 3 and reply[3] == 1)
     return Outcome(state, now_ms, who)  # type: ignore[arg-type]
 
 

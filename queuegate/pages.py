@@ -28,7 +28,7 @@ from starlette.types import Send
 from .compiled import Compiled
 from .i18n import DEFAULT, Language, language_for
 from .store import Outcome
-from .texts import BACK_HOME, HEADINGS, LOTTERY_AHEAD, MESSAGES, RETRYING, TAB_TITLE, TEXTS
+from .texts import BACK_HOME, HEADINGS, LOTTERY_AHEAD, MESSAGE_STATES, MESSAGES, RETRYING, TAB_TITLE, TEXTS
 
 __all__ = ["Page", "Pages", "eta_text", "send_page"]
 
@@ -414,7 +414,14 @@ class Pages:
             extra.append((b"retry-after", str(retry_after).encode()))
         heading, message = (language.text(text) for text in MESSAGES[kind])
         if as_json:
-            payload: dict[str, Any] = {"room": room, "state": kind, "title": heading, "message": message}
+            state, more = MESSAGE_STATES.get(kind, (kind, {}))
+            payload: dict[str, Any] = {
+                "room": room,
+                "state": state,
+                **more,
+                "title": heading,
+                "message": message,
+            }
             if retry_after is not None:
                 payload["retry_after_seconds"] = retry_after
             return self._json(status, [*self._json_headers, *extra], payload)

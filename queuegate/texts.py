@@ -8,12 +8,25 @@ from __future__ import annotations
 
 from .i18n import N_
 
-__all__ = ["BACK_HOME", "HEADINGS", "LOTTERY_AHEAD", "MESSAGES", "RETRYING", "TAB_TITLE", "TEXTS"]
+__all__ = [
+    "BACK_HOME",
+    "HEADINGS",
+    "LOTTERY_AHEAD",
+    "MESSAGES",
+    "MESSAGE_STATES",
+    "RETRYING",
+    "TAB_TITLE",
+    "TEXTS",
+]
 
 MESSAGES = {
     "closed": (
         N_("This line is closed"),
         N_("Nobody new can join right now: it may be sold out or over. Please come back later."),
+    ),
+    "closed_in_line": (
+        N_("This line is closed for now"),
+        N_("Your place is kept. If the line opens again, this page takes you back to it: keep it open."),
     ),
     "unavailable": (
         N_("Temporarily unavailable"),
@@ -47,6 +60,11 @@ MESSAGES = {
         ),
     ),
 }
+
+# The state a message's JSON says, and what it adds, where the state is not
+# the message's own name: one in line in a closed room is told more, in the
+# same state.
+MESSAGE_STATES: dict[str, tuple[str, dict[str, object]]] = {"closed_in_line": ("closed", {"in_line": True})}
 
 # The fixed texts of the built-in templates, as $t_<name> placeholders.
 TEXTS = {

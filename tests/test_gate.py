@@ -423,6 +423,31 @@ async def test_closed_room_page(make_gate: MakeGate) -> None:
         assert "This line is closed" in response.text
         data = (await client.get("/checkout", headers={"accept": "application/json"})).json()
         assert data["state"] == "closed"
+        assert "in_line" not in data
+
+
+async def test_a_room_closed_tells_those_in_line_their_place_is_kept(make_gate: MakeGate) -> None:
+    """Closed while people wait: their place is kept (the room may open
+    again), and the page that shows it retries by itself. It told them,
+    as it tells newcomers, that nobody new can join and to come back
+    later (an operator's trial: they would have left). Opened again, the
+    same visitor is back at the same place."""
+    gate = await make_gate(rooms=[sale(rate=1, per=3600)])
+    json_ = {"accept": "application/json"}
+    async with client_for(gate) as first, client_for(gate) as waiting, client_for(gate) as newcomer:
+        assert (await first.get("/checkout")).status_code == 200
+        assert (await waiting.get("/checkout", headers=json_)).json()["position"] == 1
+        await gate.rooms["sale"].configure(status="closed")
+        page = await waiting.get("/checkout")
+        assert page.status_code == 503
+        assert "This line is closed for now" in page.text
+        assert "Your place is kept." in page.text
+        assert "come back later" not in page.text
+        said = (await waiting.get("/checkout", headers=json_)).json()
+        assert (said["state"], said["in_line"]) == ("closed", True)
+        assert "come back later" in (await newcomer.get("/checkout")).text
+        await gate.rooms["sale"].configure(status="open")
+        assert (await waiting.get("/checkout", headers=json_)).json()["position"] == 1
 
 
 async def test_prequeue_page_before_a_scheduled_opening(make_gate: MakeGate) -> None:

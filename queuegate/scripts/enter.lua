@@ -27,7 +27,8 @@
 --   'waiting'  rank (0-based), count, eta_ms (-1 = unknown), poll_ms, joined,
 --              method, arrival number (the visitor's place; see view.lua)
 --   'prequeue' opens_at_ms, count, poll_ms, joined, seed_sha256
---   'closed'   (room closed; nobody new joins)
+--   'closed'   in_line: 1 for a visitor who holds a place (kept), else 0
+--              (room closed; nobody new joins)
 --   'pass'     (gate switched off)
 --   'none'     (no place, and ARGV[5] = 0)
 --   'limited'  retry_after_ms: this client took client_limit new places in
@@ -72,8 +73,9 @@ else
     result = {'active', now, id, expiry, 0, copyable}
   elseif status == 'closed' then
     -- Sold out or over: nobody new joins, and those waiting are told so
-    -- (their place is kept in case the operator opens the room again).
-    result = {'closed', now, id}
+    -- (their place is kept in case the operator opens the room again: 1
+    -- after the id for one who holds a place, told it is kept).
+    result = {'closed', now, id, redis.call('ZSCORE', KEYS[2], id) and 1 or 0}
   else
     local rank = redis.call('ZRANK', KEYS[2], id)
     local count = redis.call('ZCARD', KEYS[2])
