@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
+import pty
 import random
 import re
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,7 @@ from queuegate.cli.session import opened
 from queuegate.cli.views import _list
 from queuegate.connections import redacted
 from queuegate.embedded import free_port
+from queuegate.store import connect
 
 from .conftest import MakeGate, client_for, wait_for_http
 
@@ -123,7 +129,10 @@ async def test_numbers_read_with_their_units_and_plain_text_when_piped(busy_room
     until = r", until (\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d UTC \(in \d+ (min|s)( \d+ s)?\)$"
     assert re.search(until, text, re.MULTILINE)
     header, row = cli("list", url=busy_room).stdout.splitlines()
-    assert re.fullmatch(r"sale +open +3 +2 +2 a minute +\d+ (min|s)( \d+ s)? +2 +0", row), row
+    assert re.fullmatch(r"sale +open +3 +2 +2 +\d+ (min|s)( \d+ s)? +2 +0", row), row
+    assert " ".join(header.split()) == (
+        "room status waiting active admitted a minute wait at the back admitted in all gave up"
+    )
     for output in (text, header, row):
         assert "\x1b[" not in output
         assert output == output.rstrip() + ("\n" if output is text else "")
@@ -131,6 +140,54 @@ async def test_numbers_read_with_their_units_and_plain_text_when_piped(busy_room
     coloured = cli("list", url=busy_room, FORCE_COLOR="1").stdout
     assert "\x1b[" in coloured
     assert json.loads(cli("list", "--json", url=busy_room, FORCE_COLOR="1").stdout)[0]["room"] == "sale"
+
+
+@pytest.mark.anyio
+async def test_list_fits_80_columns_with_every_name_and_figure_whole(busy_room: str) -> None:
+    """On a terminal 80 columns wide, three rooms named `ticket-...`
+    showed as `ticket-…`, and a wait as `4 min 47` over `s`: the rooms'
+    names and figures stay whole, and the headers wrap instead."""
+    names = ["ticket-jazz-night", "ticket-rock-arena", "ticket-opera-gala"]
+    await _rooms_named(busy_room, names)
+    shown = on_a_terminal(80, "list", url=busy_room)
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in shown.splitlines()]
+    assert all(len(line) <= 80 for line in lines), lines
+    rows = {
+        line.split()[0]: line.split()
+        for line in lines
+        if line.split() and line.split()[0] in [*names, "sale"]
+    }
+    assert sorted(rows) == sorted([*names, "sale"]), lines
+    assert all(len(row) >= 8 and "…" not in " ".join(row) for row in rows.values()), lines
+
+
+def on_a_terminal(columns: int, *args: str, url: str) -> str:
+    """What the console prints on a terminal ``columns`` wide (a pty)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_") and k != "COLUMNS"}
+    env["QUEUEGATE_REDIS_URL"] = url
+    main, side = pty.openpty()
+    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "queuegate", *args], stdout=side, env=env, timeout=30, check=True
+        )
+    finally:
+        os.close(side)
+    shown = b""
+    with contextlib.suppress(OSError):  # EIO: the terminal's other side is closed
+        while chunk := os.read(main, 65536):
+            shown += chunk
+    os.close(main)
+    return shown.decode().replace("\r\n", "\n")
+
+
+async def _rooms_named(url: str, names: list[str]) -> None:
+    store = Store(connect(url, 5.0))
+    try:
+        for name in names:
+            await store.enter(Room(name, paths=["/t"], rate=1, per=600.0), "someone")
+    finally:
+        await store.aclose()
 
 
 def test_help_is_plain_text() -> None:

@@ -9,7 +9,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -51,26 +52,52 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
             f"no rooms yet under the prefix {args.prefix!r} at {redacted(args.url)} (a room is there once "
             "its app has started, or from its first visitor; check --prefix and the database number)"
         )
-    table = _table()
-    table.add_column("room", style="bold")
-    table.add_column("status")
-    table.add_column("waiting", justify="right")
-    table.add_column("active", justify="right")
-    table.add_column("admitting", justify="right")
-    table.add_column("wait at the back", justify="right")
-    table.add_column("admitted", justify="right")
-    table.add_column("gave up", justify="right")
-    for name, row in zip(names, stats, strict=True):
-        table.add_row(
+    rows = [
+        (
             name,
-            _status(row["status"]),
+            row["status"],
             f"{row['waiting']:,}",
             f"{row['active']:,}",
-            per_minute(row["per_minute"]),
+            per_minute(row["per_minute"]).removesuffix(" a minute"),
             milliseconds(row["eta_back_ms"]),
             f"{row['admitted']:,}",
             f"{row['abandoned']:,}",
         )
+        for name, row in zip(names, stats, strict=True)
+    ]
+    heads = (
+        "room",
+        "status",
+        "waiting",
+        "active",
+        "admitted a minute",
+        "wait at the back",
+        "admitted in all",
+        "gave up",
+    )
+
+    def table(tight: bool) -> Table:
+        # Tight, each column as wide as its figures, the headers wrapping:
+        # on 80 columns a room's name and each figure stay whole (it showed
+        # `ticket-…` for three rooms, a wait as `4 min 47` over `s`).
+        made = _table()
+        if tight:
+            made.padding = (0, 2, 0, 0)
+        for index, head in enumerate(heads):
+            width = min(32, max(max(len(row[index]) for row in rows), *map(len, head.split())))
+            made.add_column(
+                head,
+                style="bold" if index == 0 else "",
+                justify="left" if index < 2 else "right",
+                no_wrap=not tight,
+                min_width=width if tight else None,
+                max_width=width if tight and index else None,
+            )
+        for row in rows:
+            made.add_row(row[0], _status(row[1]), *row[2:])
+        return made
+
+    rooms = Fitted(table(False), table(True))
     # A room whose target no rate meets says so under the table, and one
     # whose settings are not all the code's.
     notes = [
@@ -83,7 +110,21 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
         for name, row in zip(names, stats, strict=True)
         if row["run_time"]
     ]
-    return Group(table, *notes) if notes else table
+    return Group(rooms, *notes) if notes else rooms
+
+
+class Fitted:
+    """``loose`` where it fits the console's width (one header line, for
+    grep and cut when piped), else ``tight``."""
+
+    def __init__(self, loose: Table, tight: Table) -> None:
+        self.loose, self.tight = loose, tight
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        # (Measured without the width, which caps what a measure says.)
+        natural = Measurement.get(console, options.update(max_width=10**6), self.loose).maximum
+        fits = natural <= options.max_width
+        yield self.loose if fits else self.tight
 
 
 STATUS_STYLES = {"open": "green", "paused": "yellow", "closed": "red", "queue_all": "yellow"}
