@@ -10,6 +10,9 @@
   var CONTROLLER = ["target_ms", "max_errors", "floor", "ceiling", "settle"];
   var live = {}; // room -> [[t s], [waiting], [active], [p95 ms], [target ms], [rate or capacity]]
   var selected = null, editing = false, detail = null;
+  // The log's times with their zone: operators on one call read them from
+  // several (the console says UTC).
+  var WHEN = { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
 
   function el(tag, attrs, text) {
     var e = document.createElement(tag);
@@ -345,7 +348,7 @@
       var details = changeTexts(a.details);
       // null: an entry of no one room (a run of virtual visitors).
       var room = a.room === null ? "" : a.room + " · ";
-      var head = new Date(a.at).toLocaleString() + " · " + a.who + " · " + room + a.action;
+      var head = new Date(a.at).toLocaleString([], WHEN) + " · " + a.who + " · " + room + a.action;
       // A short change on its line; a long one (--reset all) as a list.
       var long = details.length > 2 || details.join(", ").length > 120;
       var item = el("li", {}, head + (details.length ? ": " + (long ? "" : details.join(", ")) : ""));
@@ -462,7 +465,7 @@
   }
   function reachable(d) {
     lastRead = new Date(d.now);
-    document.getElementById("clock").textContent = "live · " + lastRead.toLocaleTimeString();
+    document.getElementById("clock").textContent = "live · " + lastRead.toLocaleTimeString([], { timeZoneName: "short" });
     if (outage === null) return;
     var kind = outage.replace(/[0-9]+$/, "");
     outage = null;
