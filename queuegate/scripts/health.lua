@@ -56,9 +56,8 @@
 --    taken off the usable capacity (BBR's drain), and the rate comes back
 --    at the first look within target, without waiting for the lowering
 --    to show. After another lowering the model raises again once it has
---    shown (a visit), after a cut once a settle has and the app shows
---    room under the target, as a probe asks (its queue gone: the model
---    counts what the visitors inside will still bring).
+--    shown (a visit), after a cut once a settle has (its queue gone: the
+--    model counts what the visitors inside will still bring).
 -- 4. Probing for more. Within target with room under it (p95 under
 --    HEADROOM x target, errors under half their maximum), visitors waiting
 --    and the load of the rate admitted come, once the last change has
@@ -510,7 +509,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   local within = n >= MIN_SAMPLES and p95 <= goal and error_share <= max_errors
   -- Within target with room under it, in this look and over the last
   -- JUDGE_S (one quiet second of a backend that sheds load is no room):
-  -- the evidence every raise past what has shown asks for.
+  -- the evidence a probe past what has shown asks for.
   local roomy = within and p95 <= HEADROOM * goal and error_share <= max_errors / 2
     and je <= max_errors / 2 * jn
   local cap = tonumber(st.cap)
@@ -863,18 +862,17 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       local drained = st.draining and within and not drain
       -- After a lowering, the model raises again once it has shown (a
       -- visit), but after a drain worked off (above), and after a cut once
-      -- a settle has and the app has room under the target: the model
-      -- already counts the load the visitors inside will still bring, and
-      -- what a settle with room shows is the overload's queue gone. (With
-      -- long visits, a room cut at the end of a fall held the floor for a
-      -- visit, 60-90 s, where the model allowed the capacity's rate 6 s
-      -- after the cut. Within target but near it, a cold start's pool was
-      -- raised while still warming, and held a step lower for the minute
-      -- until its probe.)
+      -- a settle has: the model already counts the load the visitors
+      -- inside will still bring, and what a settle shows is the overload's
+      -- queue gone. (With long visits, a room cut at the end of a fall
+      -- held the floor for a visit, 60-90 s, where the model allowed the
+      -- capacity's rate 6 s after the cut. Asking room under the target
+      -- too, as a probe does, was tried: a cold start's worst seed 0.76 ->
+      -- 0.89 of the best fixed rate, the delayed visits' 1-2 points worse.)
       local since_change = now - (tonumber(st.changed_at) or 0)
       local lowered = (tonumber(st.changed_from) or 0) > value and since_change < show_s * 1000
         and not drained
-        and not (want > value and string.sub(st.changed or '', 1, 4) == 'cut:' and since_change >= settle and roomy)
+        and not (want > value and string.sub(st.changed or '', 1, 4) == 'cut:' and since_change >= settle)
       if want < value and string.sub(reason, 1, 4) ~= 'cut:' and not drain then
         -- Short of an overload beyond chance, one look lowers the rate by
         -- what its evidence asks at most: a graded step's share, or half
