@@ -91,6 +91,18 @@ async def test_a_room_looked_for_under_another_prefix_is_said_with_the_prefix(bu
 
 
 @pytest.mark.anyio
+async def test_a_room_name_not_there_is_said_with_the_rooms_that_are(busy_room: str) -> None:
+    """`set Sale` for `sale` said only that no room of that name was used:
+    the rooms there are named, the closest first."""
+    wrong = cli("set", "Sale", "--status", "paused", url=busy_room)
+    assert wrong.returncode == 1
+    assert wrong.stderr == (
+        "queuegate: no room named 'Sale' under the key prefix 'qg' has been used yet"
+        f" (did you mean 'sale'? rooms there: sale), on Redis at {redacted(busy_room)}\n"
+    )
+
+
+@pytest.mark.anyio
 async def test_list_and_show(busy_room: str) -> None:
     listing = cli("list", url=busy_room)
     assert listing.returncode == 0, listing.stderr

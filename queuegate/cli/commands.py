@@ -4,6 +4,7 @@ seed, forget), and the table of every command against Redis."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from ..console import clock, count
 from ..settings import ROOM_SETTINGS
 from ..stats import readable
+from ..store import StoreError, UnknownRoom
 from .parser import CommandError
 from .session import Bounded, Output, opened
 from .views import _list, _show
@@ -152,4 +154,21 @@ COMMANDS: dict[str, Callable[[Bounded, argparse.Namespace], Awaitable[Output]]] 
 
 async def _run(args: argparse.Namespace, url: str) -> Output:
     async with opened(args, url) as ask:
-        return await COMMANDS[args.command](ask, args)
+        try:
+            return await COMMANDS[args.command](ask, args)
+        except UnknownRoom as exc:
+            raise UnknownRoom(f"{exc}{await _rooms_there(ask, getattr(args, 'room', ''))}") from None
+
+
+async def _rooms_there(ask: Bounded, asked: str) -> str:
+    """The rooms that are there, for a name that is not (`Checkout` for
+    `checkout`): the closest first, ten at most; "" when none or unread."""
+    try:
+        names = sorted(await ask(ask.store.room_names()))
+    except StoreError:
+        return ""
+    if not names:
+        return ""
+    close = difflib.get_close_matches(asked, names, n=1, cutoff=0.6)
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return (f" (did you mean {close[0]!r}? " if close else " (") + f"rooms there: {shown})"
