@@ -507,11 +507,6 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
   local failing = beyond(errors, responses, max_errors)
     or (beyond(je, jn, max_errors) and errors > max_errors * responses)
   local within = n >= MIN_SAMPLES and p95 <= goal and error_share <= max_errors
-  -- Within target with room under it, in this look and over the last
-  -- JUDGE_S (one quiet second of a backend that sheds load is no room):
-  -- the evidence a probe past what has shown asks for.
-  local roomy = within and p95 <= HEADROOM * goal and error_share <= max_errors / 2
-    and je <= max_errors / 2 * jn
   local cap = tonumber(st.cap)
   local cap_at = tonumber(st.cap_at) or now
   -- What was only seen fades (the app may have shrunk since); where it
@@ -764,8 +759,11 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
         -- ended in a cut (probes that overload are two turns of the rate),
         -- or from the last cut where none did (a fall: above).
         reason = 'hold: within target, at the last overload'
-      elseif not roomy then
-        -- Within target, but with no room to show: a probe would cross it.
+      elseif p95 > HEADROOM * goal or error_share > max_errors / 2
+          or je > max_errors / 2 * jn then
+        -- Within target, but with no room to show, in this look or over the
+        -- last JUDGE_S (one quiet second of a backend that sheds load is no
+        -- room): a probe would cross it.
         reason = 'hold: near the target'
       else
         local gain
