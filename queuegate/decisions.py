@@ -263,8 +263,11 @@ class Decisions:
         status = self.gate.settings.waiting_status
         # One who holds a place is told it is kept (the page comes back to
         # it if the room opens again), not to come back later.
-        kind = "closed_in_line" if outcome.in_line else "closed"
-        return self.gate.answers.message(kind, room, scope, status, as_json, 60), []
+        if not outcome.in_line:
+            return self.gate.answers.message("closed", room, scope, status, as_json, 60), []
+        # Asked again well within `abandon`, so that the place stays.
+        retry = max(5, min(60, int(room.abandon / 3)))
+        return self.gate.answers.message("closed_in_line", room, scope, status, as_json, retry), []
 
     def copied_admission(self, room: Room, scope: Scope) -> Admission | None:
         """The admission :meth:`decide` would find for an anonymous visitor

@@ -450,6 +450,27 @@ async def test_a_room_closed_tells_those_in_line_their_place_is_kept(make_gate: 
         assert (await waiting.get("/checkout", headers=json_)).json()["position"] == 1
 
 
+async def test_a_place_kept_through_a_closing_longer_than_abandon_is_still_there(make_gate: MakeGate) -> None:
+    """A visitor told the place is kept, whose page asks again on its own
+    while the room is closed, is present: reopened after longer than
+    `abandon`, it is their turn, not a skip (the closed page's asks did
+    not count, and the head dropped them as gone)."""
+    gate = await make_gate(rooms=[sale(rate=1, per=2.0, abandon=2.0)])
+    json_ = {"accept": "application/json"}
+    async with client_for(gate) as first, client_for(gate) as waiting:
+        assert (await first.get("/checkout")).status_code == 200
+        assert (await waiting.get("/checkout", headers=json_)).json()["position"] == 1
+        await gate.rooms["sale"].configure(status="closed")
+        for _ in range(6):  # 3 s, over `abandon`: its page asks again every 1 s
+            said = (await waiting.get("/checkout", headers=json_)).json()
+            assert (said["state"], said["in_line"], said["retry_after_seconds"]) == ("closed", True, 5)
+            await asyncio.sleep(0.5)
+        await gate.rooms["sale"].configure(status="open")  # a refill came meanwhile: their turn
+        stats = await gate.store.stats("sale")
+        assert (stats["abandoned"], stats["active"], stats["waiting"]) == (0, 2, 0)
+        assert (await waiting.get("/checkout")).status_code == 200
+
+
 async def test_prequeue_page_before_a_scheduled_opening(make_gate: MakeGate) -> None:
     import base64
 

@@ -75,7 +75,12 @@ else
     -- Sold out or over: nobody new joins, and those waiting are told so
     -- (their place is kept in case the operator opens the room again: 1
     -- after the id for one who holds a place, told it is kept).
-    result = {'closed', now, id, redis.call('ZSCORE', KEYS[2], id) and 1 or 0}
+    -- Their page asks again on its own while the room is closed: that
+    -- keeps them present, as a poll does (skipped at the head for it, the
+    -- visitors told to keep the page open lost their place on reopening).
+    local in_line = redis.call('ZSCORE', KEYS[2], id)
+    if in_line then seen_now(id) end
+    result = {'closed', now, id, in_line and 1 or 0}
   else
     local rank = redis.call('ZRANK', KEYS[2], id)
     local count = redis.call('ZCARD', KEYS[2])
