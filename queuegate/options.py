@@ -136,7 +136,11 @@ class Settings:
 
     def __post_init__(self) -> None:
         if not self.secret_keys:
-            raise ConfigError("secret_key is not set: pass secret_key=... or set QUEUEGATE_SECRET_KEY")
+            raise ConfigError(
+                "secret_key is not set: pass secret_key=... or set QUEUEGATE_SECRET_KEY (16 or more random "
+                "characters, the same in every process; make one with: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))')"
+            )
         for key in self.secret_keys:
             if not isinstance(key, str) or len(key) < MIN_SECRET_LENGTH:
                 raise ConfigError(

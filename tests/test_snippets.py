@@ -76,7 +76,7 @@ def test_a_quickstart_without_its_secret_says_which_variable_to_set(
     reads the variable itself and says what to set, and how to make one."""
     monkeypatch.delenv("QUEUEGATE_SECRET_KEY", raising=False)
     monkeypatch.setenv("QUEUEGATE_REDIS_URL", redis_url)
-    with pytest.raises(ConfigError, match="set QUEUEGATE_SECRET_KEY"):
+    with pytest.raises(ConfigError, match=r"set QUEUEGATE_SECRET_KEY .*secrets\.token_urlsafe\(32\)"):
         load("fastapi_app.py")
 
 

@@ -11,7 +11,7 @@ from queuegate import QueueGate, Room
 from queuegate.integrations.django import gated
 
 # The gate reads its secret key from QUEUEGATE_SECRET_KEY (16+ random characters, the same in
-# every process) and says so at startup when it is missing.
+# every process) and, when it is missing, says so and how to make one as it is made.
 REDIS_URL = os.environ.get("QUEUEGATE_REDIS_URL", "redis://localhost:6379/0")
 
 # In a project: settings.py.
