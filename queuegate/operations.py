@@ -147,7 +147,8 @@ class Operations(Readings):
         Returns the fields written as Redis keeps them (ms for durations;
         "": back to the code's), the pair's other half included; with
         ``reset_all``, ``"reset_all"`` names the settings set at run time
-        before it, comma-separated ("": none)."""
+        before it, comma-separated ("": none); ``"pinned": "1"`` when a
+        value given took the setting a controller held (pinned it)."""
         pairs: list[str] = ["reset_all", "1"] if reset_all else []
         for name, value in changes.items():
             if name == "pinned":

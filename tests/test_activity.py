@@ -358,3 +358,14 @@ async def test_a_floor_over_the_ceiling_is_refused_as_in_code(
         assert (await store.stats("bounded"))["run_time"] == []
     else:
         await store.configure("bounded", **change)
+
+
+async def test_a_reset_of_every_setting_logs_what_it_reset(store: Store) -> None:
+    """It logged all nineteen settings as reset, whatever was set; then,
+    with a value given beside it, no sign at all that a reset ran."""
+    await store.enter(FIXED, "a")
+    await store.configure("fixed", reset_all=True, who="ada")
+    await store.configure("fixed", reset_all=True, status="paused", who="ada")
+    await store.configure("fixed", reset_all=True, who="ada")
+    details = [entry["details"] for entry in await store.activity("fixed")]
+    assert details == [{"status": None}, {"status": "paused", "all": None}, {"all": None}]

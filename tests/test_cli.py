@@ -678,8 +678,11 @@ async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: St
     assert said == (
         "adaptive: rate=3, per=2.0, pinned: the controller no longer moves it (`--auto` gives it back)\n"
     )
+    # Pinned already, or its controller switched off in the same change: no news.
+    again = cli("set", "adaptive", "--rate", "4", "--per", "2", url=redis_url).stdout
+    assert again == "adaptive: rate=4, per=2.0\n"
     pinned = cli("show", "adaptive", url=redis_url).stdout
-    assert re.search(r"^ +rate +3 visitors every 2 s +set at run time; code: ", pinned, re.M), pinned
+    assert re.search(r"^ +rate +4 visitors every 2 s +set at run time; code: ", pinned, re.M), pinned
     assert cli("set", "adaptive", "--auto", url=redis_url).returncode == 0
     auto = cli("show", "adaptive", url=redis_url).stdout
     assert re.search(

@@ -189,6 +189,8 @@ redis.call('HDEL', KEYS[5], 'view_at', 'view')
 -- the rate leaves the rate to it).
 local rate_after = after(given.rate, rate, 1)
 local controlled_after = rate_after > 0 and 'rate' or 'capacity'
+local was_pinned = redis.call('HGET', KEYS[5], 'pinned')
+local target_after = after(given.target_ms, target_ms, 14)
 if given.pinned == '' then redis.call('HDEL', KEYS[5], 'pinned') end
 local written = {}
 local pinned_now = false
@@ -206,7 +208,8 @@ for _, field in ipairs(order) do
     -- (Only a value the caller gave pins, not the pair's other half.)
     if (given[field] or '') ~= '' and field == controlled_after and target_ms > 0 then
       redis.call('HSET', KEYS[5], 'pinned', 1)
-      pinned_now = true
+      -- (Said when it takes the setting from a controller that runs on.)
+      pinned_now = not was_pinned and target_after > 0
     end
   end
   if value ~= nil then
@@ -234,10 +237,14 @@ if (given.rate == nil and pair_rate ~= nil) or (given.per == nil and pair_per ~=
 end
 -- A reset_all logs what it changed: the settings given, then each one set
 -- at run time before it and a pin it removed (null: reset), or `all` when
--- it found nothing to reset. (Added to the text, not decoded and encoded
+-- it found nothing else to reset. (Added to the text, not decoded and encoded
 -- again: the log keeps the order of the settings, as the caller gave them.)
 if reset_all then
-  if #logged == 0 and details:match('^%s*{%s*}%s*$') then logged[1] = 'all' end
+  -- (Not a pin removed when a value given pinned the setting again.)
+  if redis.call('HEXISTS', KEYS[5], 'pinned') == 1 and logged[#logged] == 'pinned' then
+    logged[#logged] = nil
+  end
+  if #logged == 0 then logged[1] = 'all' end
   for _, name in ipairs(logged) do
     local pair = '"' .. name .. '": null'
     details = details:match('^%s*{%s*}%s*$') and '{' .. pair .. '}' or details:gsub('}%s*$', ', ' .. pair .. '}')
