@@ -169,6 +169,7 @@ async def _rooms_there(ask: Bounded, asked: str) -> str:
         return ""
     if not names:
         return ""
-    close = difflib.get_close_matches(asked, names, n=1, cutoff=0.6)
+    lowered = {name.lower(): name for name in names}  # (`A` for `a` scored nothing)
+    close = [lowered[name] for name in difflib.get_close_matches(asked.lower(), list(lowered), n=1, cutoff=0.6)]
     shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
     return (f" (did you mean {close[0]!r}? " if close else " (") + f"rooms there: {shown})"
