@@ -170,6 +170,7 @@ async def _rooms_there(ask: Bounded, asked: str) -> str:
     if not names:
         return ""
     lowered = {name.lower(): name for name in names}  # (`A` for `a` scored nothing)
-    close = [lowered[name] for name in difflib.get_close_matches(asked.lower(), list(lowered), n=1, cutoff=0.6)]
+    found = difflib.get_close_matches(asked.lower(), list(lowered), n=1, cutoff=0.6)
+    close = [lowered[name] for name in found]
     shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
     return (f" (did you mean {close[0]!r}? " if close else " (") + f"rooms there: {shown})"
