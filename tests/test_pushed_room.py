@@ -123,6 +123,8 @@ async def visitors(base: str, path: str, count: int) -> AsyncIterator[list[httpx
                     break
                 assert response.status_code == 503, response.status_code
                 await asyncio.sleep(0.2)
+            else:
+                pytest.fail(f"no place in 5 tries: {response.status_code} {response.text[:200]}")
         yield clients
     finally:
         await asyncio.gather(*(client.aclose() for client in clients))
