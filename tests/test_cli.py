@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import redis.asyncio as aioredis
 
 from queuegate import Health, Room, Store
 from queuegate.cli.commands import _set
@@ -158,19 +159,35 @@ async def test_numbers_read_with_their_units_and_plain_text_when_piped(busy_room
 async def test_list_fits_80_columns_with_every_name_and_figure_whole(busy_room: str) -> None:
     """On a terminal 80 columns wide, three rooms named `ticket-...`
     showed as `ticket-…`, and a wait as `4 min 47` over `s`: the rooms'
-    names and figures stay whole, and the headers wrap instead."""
+    names and figures stay whole, and the headers wrap instead; with
+    figures of six digits and more, a room a block. Every heading is there
+    either way (a column too wide was dropped)."""
     names = ["ticket-jazz-night", "ticket-rock-arena", "ticket-opera-gala"]
     await _rooms_named(busy_room, names)
-    shown = on_a_terminal(80, "list", url=busy_room)
-    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in shown.splitlines()]
-    assert all(len(line) <= 80 for line in lines), lines
-    rows = {
-        line.split()[0]: line.split()
-        for line in lines
-        if line.split() and line.split()[0] in [*names, "sale"]
-    }
-    assert sorted(rows) == sorted([*names, "sale"]), lines
-    assert all(len(row) >= 8 and "…" not in " ".join(row) for row in rows.values()), lines
+    heads = ["waiting", "active", "admitted", "minute", "wait", "back", "all", "gave"]  # the figures'
+
+    def seen(columns: int) -> str:
+        shown = on_a_terminal(columns, "list", url=busy_room)
+        lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip() for line in shown.splitlines()]
+        assert all(len(line) <= columns for line in lines), lines
+        text = "\n".join(lines)
+        assert "…" not in text, text
+        for name in [*names, "sale"]:
+            assert re.search(rf"^ *{name} ", text, re.M), text
+        words = " ".join(text.split())
+        assert all(head.split()[0] in words for head in heads), text
+        return words
+
+    seen(80)
+    client = aioredis.Redis.from_url(busy_room)
+    try:  # a long day's counts
+        await client.hset("qg:{ticket-rock-arena}:state", mapping={"admitted": 456789, "abandoned": 12345})
+    finally:
+        await client.aclose()
+    for columns in (80, 60):
+        words = seen(columns)
+        assert "456,789" in words, words
+        assert "12,345" in words, words
 
 
 def on_a_terminal(columns: int, *args: str, url: str) -> str:

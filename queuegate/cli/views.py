@@ -76,6 +76,12 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
         "gave up",
     )
 
+    # Tight, a column is as wide as its widest figure or heading word.
+    widths = [
+        min(32, max(max(len(row[index]) for row in rows), *map(len, head.split())))
+        for index, head in enumerate(heads)
+    ]
+
     def table(tight: bool) -> Table:
         # Tight, each column as wide as its figures, the headers wrapping:
         # on 80 columns a room's name and each figure stay whole (it showed
@@ -83,8 +89,7 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
         made = _table()
         if tight:
             made.padding = (0, 2, 0, 0)
-        for index, head in enumerate(heads):
-            width = min(32, max(max(len(row[index]) for row in rows), *map(len, head.split())))
+        for index, (head, width) in enumerate(zip(heads, widths, strict=True)):
             made.add_column(
                 head,
                 style="bold" if index == 0 else "",
@@ -97,7 +102,18 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
             made.add_row(row[0], _status(row[1]), *row[2:])
         return made
 
-    rooms = Fitted(table(False), table(True))
+    def stacked() -> Group:
+        # Narrower still (or figures of six digits and more): a room a block.
+        blocks: list[RenderableType] = []
+        for row in rows:
+            blocks.append(Text.assemble((row[0], "bold"), "  ", _status(row[1])))
+            figures = " · ".join(f"{head} {value}" for head, value in zip(heads[2:], row[2:], strict=True))
+            blocks.append(Padding(Text(figures), (0, 0, 0, 2)))
+        return Group(*blocks)
+
+    # (The tight table's width is its columns' and their gaps': a measure
+    # of it said more, and a table that fits was stacked.)
+    rooms = Fitted((table(False), None), (table(True), sum(widths) + 2 * (len(heads) - 1)), (stacked(), None))
     # A room whose target no rate meets says so under the table, and one
     # whose settings are not all the code's.
     notes = [
@@ -114,17 +130,21 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
 
 
 class Fitted:
-    """``loose`` where it fits the console's width (one header line, for
-    grep and cut when piped), else ``tight``."""
+    """The first of ``choices`` that fits the console's width whole, else
+    the last (the list's table: one header line where it fits, for grep
+    and cut when piped; then headers wrapping; then a room a block)."""
 
-    def __init__(self, loose: Table, tight: Table) -> None:
-        self.loose, self.tight = loose, tight
+    def __init__(self, *choices: tuple[RenderableType, int | None]) -> None:
+        self.choices = choices  # each with its width, or None: measured
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         # (Measured without the width, which caps what a measure says.)
-        natural = Measurement.get(console, options.update(max_width=10**6), self.loose).maximum
-        fits = natural <= options.max_width
-        yield self.loose if fits else self.tight
+        unbounded = options.update(max_width=10**6)
+        for choice, width in self.choices[:-1]:
+            if (width or Measurement.get(console, unbounded, choice).maximum) <= options.max_width:
+                yield choice
+                return
+        yield self.choices[-1][0]
 
 
 STATUS_STYLES = {"open": "green", "paused": "yellow", "closed": "red", "queue_all": "yellow"}
