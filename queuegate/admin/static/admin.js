@@ -118,9 +118,9 @@
     // row back to what Redis holds (Apply sent it with a later change).
     var revert = el("button", { type: "button", "class": "quiet revert", "aria-label": "Revert the changes to " + room.room + " not applied yet" }, "Revert");
     revert.addEventListener("click", function () {
-      controls(tr).forEach(function (c) {
+      unapplied(tr).forEach(function (c) {
         if (c.tagName === "INPUT") c.value = c.defaultValue;
-        else if (c.tagName === "SELECT") Array.prototype.forEach.call(c.options, function (o) { o.selected = o.defaultSelected; });
+        else Array.prototype.forEach.call(c.options, function (o) { o.selected = o.defaultSelected; });
       });
       marked(tr);
     });
@@ -129,9 +129,13 @@
     marked(tr);
     return tr;
   }
-  // The row's controls whose value is not the one Redis holds.
+  // The row's controls whose value is not the one Redis holds (a number
+  // as a number: ".5" is the "0.5" shown).
   function unapplied(row) {
     return controls(row).filter(function (c) {
+      if (c.tagName === "INPUT" && c.type === "number" && c.value !== "" && c.defaultValue !== "") {
+        return Number(c.value) !== Number(c.defaultValue);
+      }
       if (c.tagName === "INPUT") return c.value !== c.defaultValue;
       if (c.tagName === "SELECT") return Array.prototype.some.call(c.options, function (o) { return o.selected !== o.defaultSelected; });
       return false;
