@@ -440,6 +440,50 @@ async def test_back_from_a_pause_at_the_rate_before_it_not_by_a_climb(redis_url:
     assert any("back to the rate before it" in reason for reason in run.reasons)
 
 
+async def test_a_pause_that_began_in_the_last_look_within_target_is_a_pause(redis_url: str) -> None:
+    """A pause is told from a fall by what the app completed at the cut
+    against what it completed within target before. Where a pause began
+    late in a look that was still within target (seed 7: a pause every
+    16 s), that look completed less already, the cut's reading was not far
+    under it, and the pause was read as a fall: the room stayed at the
+    floor until the cut had shown (6-7 s), and its probes waited a minute
+    from the cut (the room held 6 a second for two minutes). Where the
+    rate was not raised while its load was still coming, the cut's reading
+    is held against the last two looks within target: after the first
+    minute, the room is back at its rate before each pause (but one just
+    after a raise) within 4 s of the pause's end."""
+    run = await simulate(redis_url, "stalls", 7, 120)
+    app = run.plant.servers["app"]
+    assert isinstance(app, Stalling)
+    late = []
+    begins = app.offset
+    while begins + app.pause + 5 < len(run.rates):
+        # (Not one within a settle of a raise: its load still coming, a
+        # pause then cannot be told from the raise's overload.)
+        raised = any(" raise:" in why for why in run.reasons[max(0, int(begins) - 6) : int(begins) + 1])
+        if begins >= 60 and not raised:
+            before = run.rates[int(begins) - 1]
+            ends = int(begins + app.pause)
+            # (The look after the pause's end reads it: rates from there.)
+            if max(run.rates[ends + 1 : ends + 5]) < before:
+                late.append((round(begins), before, run.rates[int(begins) : ends + 8]))
+        begins += app.every
+    assert not late, late
+    assert max(run.rates) <= 2 * most_rate(run.plant) + 1, max(run.rates)
+
+
+async def test_a_probe_cut_soon_after_is_no_pause(redis_url: str) -> None:
+    """A shared CPU completes less for a second or two under a probe's
+    load: that cut is no pause, and the room does not go back to the
+    probe's rate (seed 0: a probe to 46 a second, cut at 102 s, within
+    target 5 s later; taken for a pause, the rate went back to 46 and the
+    app overloaded again 4 s later)."""
+    run = await simulate(redis_url, "processor", 0, 120)
+    assert not any("after a pause" in reason for reason in run.reasons), [
+        (i, r) for i, r in enumerate(run.reasons) if "after a pause" in r
+    ]
+
+
 async def test_the_queue_a_fall_leaves_is_drained_at_once(redis_url: str) -> None:
     """A shared CPU (latency climbing smoothly with load) whose capacity
     falls to 32 % at 120 s, with the room at 30 a second: the requests in

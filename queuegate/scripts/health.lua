@@ -75,11 +75,12 @@
 -- and last overload known before the outage's cuts are set back (no more
 -- than the rate admitted then brings, nor the last overload less DRAIN).
 -- A pause is not small either: an overload read with the app completing
--- under DRAIN x what it completed at the last look within target (a load
--- does not do that: an app given too much completes what it can), and
--- within target again before the cut has shown (the visitors inside still
--- coming), was a pause (a collector's, a checkpoint's), not a fall: the
--- same evidence is set back.
+-- under DRAIN x what it completed at the last two looks within target
+-- (the last alone when the rate was raised while its load still came: a
+-- load does not do that, an app given too much completes what it can),
+-- and within target again within a settle of the cut, before it has shown
+-- (the visitors inside still coming), was a pause (a collector's, a
+-- checkpoint's), not a fall: the same evidence is set back.
 -- A target no rate can meet is named: at the floor for a visit's length,
 -- completing no more than the floor's visitors bring, and its answers
 -- still over the target (beyond chance), its errors within their maximum.
@@ -157,7 +158,7 @@ local E0 = 3 -- the end buckets start after n, err, w
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
   'past_at', 'changed_from', 'reach_since', 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
-  'slowed', 'within_done', 'least_p95', 'draining', 'pre_probed', 'changed'}
+  'slowed', 'within_done', 'within_done_before', 'least_p95', 'draining', 'pre_probed', 'changed'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -620,6 +621,15 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           -- (an app given too much completes what it can). Told apart at
           -- the first look within target again.
           local before = tonumber(st.within_done)
+          -- Where the rate was not raised while its load was still coming,
+          -- the load is what the app served: the last two looks within
+          -- target count (a pause that began late in the last one lowered
+          -- what it completed). After a raise, the last alone (an app
+          -- sharing its CPU completes less, for a second or two, under a
+          -- probe's load).
+          local raised = (tonumber(st.changed_from) or math.huge) < value
+            and now - (tonumber(st.changed_at) or 0) < show_s * 1000
+          if before and not raised then before = math.max(before, tonumber(st.within_done_before) or 0) end
           -- (2: with errors over their maximum too, as a backend that
           -- sheds load answers an overload: not a pause of its work.)
           if before and done < DRAIN * before then put('slowed', failing and 2 or 1) end
@@ -668,10 +678,12 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       end
     elseif within then
       if st.pre_at or st.down then
-        -- (Slowed, and within target again before the cut has shown: the
-        -- app serves the load it slowed under, the visitors inside still
-        -- coming: a pause, not a fall.)
-        local paused = st.slowed and st.pre_at and now - tonumber(st.pre_at) < show_s * 1000
+        -- (Slowed, and within target again within a settle of the cut,
+        -- before it has shown: the app serves the load it slowed under, the
+        -- visitors inside still coming: a pause, not a fall. Not within a
+        -- visit: with long visits a fall's queue, drained at the floor, was
+        -- within target again 58 s after its cut.)
+        local paused = st.slowed and st.pre_at and now - tonumber(st.pre_at) < math.min(show_s * 1000, settle)
         local set_back = st.pre_at and (st.down or paused) and (tonumber(st.pre_cap) or -1) >= 0
         if st.pre_at and not set_back and st.pre_probed == '0' and st.past_at then
           -- A fall (an overload no probe past the last one led to) is where
@@ -723,6 +735,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       -- the model raised the rate into the errors again: a saw-tooth).
       if not cap or je <= max_errors * jn then cap = math.max(cap or 0, done) end
       put('healthy_value', value)
+      if st.within_done then put('within_done_before', st.within_done) end
       put('within_done', done)
       -- The least p95 seen within target (of enough responses): the app's
       -- p95 at minimal load, a queue's wait aside. (It never creeps up: an
