@@ -265,8 +265,9 @@ class Decisions:
         # it if the room opens again), not to come back later.
         if not outcome.in_line:
             return self.gate.answers.message("closed", room, scope, status, as_json, 60), []
-        # Asked again well within `abandon`, so that the place stays.
-        retry = max(5, min(60, int(room.abandon / 3)))
+        # Asked again well within `abandon` (0: nobody is dropped as gone),
+        # so that the place stays.
+        retry = max(5, min(60, int(room.abandon / 3))) if room.abandon > 0 else 60
         return self.gate.answers.message("closed_in_line", room, scope, status, as_json, retry), []
 
     def copied_admission(self, room: Room, scope: Scope) -> Admission | None:

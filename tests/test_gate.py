@@ -432,7 +432,7 @@ async def test_a_room_closed_tells_those_in_line_their_place_is_kept(make_gate: 
     as it tells newcomers, that nobody new can join and to come back
     later (an operator's trial: they would have left). Opened again, the
     same visitor is back at the same place."""
-    gate = await make_gate(rooms=[sale(rate=1, per=3600)])
+    gate = await make_gate(rooms=[sale(rate=1, per=3600, abandon=0)])  # 0: nobody dropped as gone
     json_ = {"accept": "application/json"}
     async with client_for(gate) as first, client_for(gate) as waiting, client_for(gate) as newcomer:
         assert (await first.get("/checkout")).status_code == 200
@@ -444,7 +444,7 @@ async def test_a_room_closed_tells_those_in_line_their_place_is_kept(make_gate: 
         assert "Your place is kept." in page.text
         assert "come back later" not in page.text
         said = (await waiting.get("/checkout", headers=json_)).json()
-        assert (said["state"], said["in_line"]) == ("closed", True)
+        assert (said["state"], said["in_line"], said["retry_after_seconds"]) == ("closed", True, 60)
         assert "come back later" in (await newcomer.get("/checkout")).text
         await gate.rooms["sale"].configure(status="open")
         assert (await waiting.get("/checkout", headers=json_)).json()["position"] == 1
