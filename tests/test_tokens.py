@@ -222,5 +222,5 @@ def test_the_fields_built_by_position_are_where_their_callers_put_them() -> None
     ]  # fmt: skip
     assert [f.name for f in fields(Outcome)] == [
         "state", "now_ms", "visitor", "expires_ms", "rank", "line", "eta_ms", "poll_ms", "joined",
-        "method", "opens_at_ms", "seed_sha256", "difficulty", "copyable", "place", "seen_ms",
+        "method", "opens_at_ms", "seed_sha256", "difficulty", "copyable", "place", "seen_ms", "in_line",
     ]  # fmt: skip
