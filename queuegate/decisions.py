@@ -260,15 +260,12 @@ class Decisions:
             return self.gate.answers.message("limited", room, scope, 429, as_json, retry), []
         if state == "none":  # no place, and this request may not take one (a websocket)
             return self.gate.answers.message("not_admitted", room, scope, 403, as_json), []
-        status = self.gate.settings.waiting_status
         # One who holds a place is told it is kept (the page comes back to
-        # it if the room opens again), not to come back later.
-        if not outcome.in_line:
-            return self.gate.answers.message("closed", room, scope, status, as_json, 60), []
-        # Asked again well within `abandon` (0: nobody is dropped as gone),
-        # so that the place stays.
-        retry = max(5, min(60, int(room.abandon / 3))) if room.abandon > 0 else 60
-        return self.gate.answers.message("closed_in_line", room, scope, status, as_json, retry), []
+        # it if the room opens again), not to come back later; the script
+        # says when to ask again (for one in line, within `abandon`).
+        kind = "closed_in_line" if outcome.in_line else "closed"
+        retry = max(1, math.ceil(outcome.poll_ms / 1000))
+        return self.gate.answers.message(kind, room, scope, self.gate.settings.waiting_status, as_json, retry), []
 
     def copied_admission(self, room: Room, scope: Scope) -> Admission | None:
         """The admission :meth:`decide` would find for an anonymous visitor

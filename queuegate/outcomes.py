@@ -115,7 +115,7 @@ def decode(reply: Sequence[Any]) -> Outcome:
     if state == "challenge":
         return Outcome("challenge", now_ms, who, difficulty=int(reply[3]))
     if state == "closed":
-        return Outcome("closed", now_ms, who, in_line=len(reply) > 3 and reply[3] == 1)
+        return Outcome("closed", now_ms, who, poll_ms=int(reply[4]), in_line=reply[3] == 1)
     return Outcome(state, now_ms, who)  # type: ignore[arg-type]
 
 

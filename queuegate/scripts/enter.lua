@@ -27,8 +27,8 @@
 --   'waiting'  rank (0-based), count, eta_ms (-1 = unknown), poll_ms, joined,
 --              method, arrival number (the visitor's place; see view.lua)
 --   'prequeue' opens_at_ms, count, poll_ms, joined, seed_sha256
---   'closed'   in_line: 1 for a visitor who holds a place (kept), else 0
---              (room closed; nobody new joins)
+--   'closed'   in_line: 1 for a visitor who holds a place (kept), else 0;
+--              poll_ms: when to ask again (room closed; nobody new joins)
 --   'pass'     (gate switched off)
 --   'none'     (no place, and ARGV[5] = 0)
 --   'limited'  retry_after_ms: this client took client_limit new places in
@@ -80,7 +80,7 @@ else
     -- visitors told to keep the page open lost their place on reopening).
     local in_line = redis.call('ZSCORE', KEYS[2], id)
     if in_line then seen_now(id) end
-    result = {'closed', now, id, in_line and 1 or 0}
+    result = {'closed', now, id, in_line and 1 or 0, closed_poll(in_line, abandon)}
   else
     local rank = redis.call('ZRANK', KEYS[2], id)
     local count = redis.call('ZCARD', KEYS[2])

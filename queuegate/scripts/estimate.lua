@@ -93,3 +93,18 @@ local function poll_after(wait, abandon)
   if p < 250 then p = 250 end
   return p
 end
+
+-- How long the page of a visitor in line should wait before it asks again
+-- while the room is closed (ms): the closing may be long, so rarely, yet
+-- well inside `abandon`, as poll_after, so that asking keeps the place.
+-- One with no place is told to come back in CLOSED_POLL.
+local CLOSED_POLL = 60000
+local function closed_poll(in_line, abandon)
+  local p = CLOSED_POLL
+  if in_line and abandon > 0 then
+    local most = floor(abandon / 3)
+    if most < p then p = most end
+    if p < 250 then p = 250 end
+  end
+  return p
+end
