@@ -265,7 +265,8 @@ class Decisions:
         # says when to ask again (for one in line, within `abandon`).
         kind = "closed_in_line" if outcome.in_line else "closed"
         retry = max(1, math.ceil(outcome.poll_ms / 1000))
-        return self.gate.answers.message(kind, room, scope, self.gate.settings.waiting_status, as_json, retry), []
+        status = self.gate.settings.waiting_status
+        return self.gate.answers.message(kind, room, scope, status, as_json, retry), []
 
     def copied_admission(self, room: Room, scope: Scope) -> Admission | None:
         """The admission :meth:`decide` would find for an anonymous visitor

@@ -153,9 +153,10 @@ def estimate_at(
 
 
 def _between(rank: int, low: int, high: int, eta_low: int, eta_high: int) -> int:
-    """The estimate at ``rank`` between two samples' (none if either has none)."""
+    """The estimate at ``rank`` between two samples' (none if either has
+    none: -1, or the paused room's PAUSED_ETA, as the samples say)."""
     if eta_low < 0 or eta_high < 0:
-        return -1
+        return min(eta_low, eta_high)
     return round(eta_low + (rank - low) / (high - low) * (eta_high - eta_low))
 
 

@@ -28,6 +28,8 @@ from babel.messages.pofile import read_po
 from babel.numbers import format_decimal, get_group_symbol
 from babel.support import Translations
 
+from .outcomes import PAUSED_ETA
+
 __all__ = ["DEFAULT", "LANGUAGES", "N_", "Language", "language_for", "negotiate"]
 
 DEFAULT = "en"
@@ -110,8 +112,10 @@ class Language:
         self._nobody = self.text(N_("nobody: you are next"))
         self._nobody_html = html.escape(self._nobody)
         self._unknown = self.text(N_("unknown for now"))
+        self._paused = self.text(N_("paused for now; your place is kept"))
         self._few_seconds = self.text(N_("a few seconds"))
         self._unknown_html = html.escape(self._unknown)
+        self._paused_html = html.escape(self._paused)
         self._few_seconds_html = html.escape(self._few_seconds)
 
     def text(self, message: str, **values: object) -> str:
@@ -160,16 +164,20 @@ class Language:
 
     def eta_text(self, eta_ms: int) -> str:
         """The estimate as people read it; never more precise than it is."""
-        return self._eta(eta_ms, self._counted, self._unknown, self._few_seconds)
+        return self._eta(eta_ms, self._counted, self._unknown, self._paused, self._few_seconds)
 
     def eta_html(self, eta_ms: int) -> str:
         """``html.escape(self.eta_text(eta_ms))``."""
-        return self._eta(eta_ms, self._counted_html, self._unknown_html, self._few_seconds_html)
+        return self._eta(
+            eta_ms, self._counted_html, self._unknown_html, self._paused_html, self._few_seconds_html
+        )
 
     @staticmethod
-    def _eta(eta_ms: int, counted: Callable[[str, str, int], str], unknown: str, few_seconds: str) -> str:
+    def _eta(
+        eta_ms: int, counted: Callable[[str, str, int], str], unknown: str, paused: str, few_seconds: str
+    ) -> str:
         if eta_ms < 0:
-            return unknown
+            return paused if eta_ms == PAUSED_ETA else unknown
         if eta_ms <= 10_000:
             return few_seconds
         if eta_ms < 60_000:

@@ -8,7 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Outcome", "State", "decode", "decode_joins", "text", "waiting"]
+__all__ = ["PAUSED_ETA", "Outcome", "State", "decode", "decode_joins", "text", "waiting"]
+
+# The estimate the scripts give in a paused room (estimate.lua): no wait is
+# known, and the page says the line is held and the place kept.
+PAUSED_ETA = -2
 
 State = Literal["active", "waiting", "prequeue", "closed", "pass", "none", "limited", "challenge"]
 
@@ -20,10 +24,11 @@ class Outcome:
     ``visitor`` is the id answered for: another one than asked when an
     identified user already holds a place under it. ``rank`` is 0-based
     (``rank`` people are ahead); ``eta_ms`` is -1 when nothing bounds the
-    wait. A ``prequeue`` outcome has ``opens_at_ms`` and ``seed_sha256``; a
-    ``limited`` one (the client took too many new places) has in ``eta_ms``
-    the time until it may take more; a ``challenge`` one (a new place needs a
-    proof of work) the difficulty asked.
+    wait, ``PAUSED_ETA`` when the room is paused. A ``prequeue`` outcome
+    has ``opens_at_ms`` and ``seed_sha256``; a ``limited`` one (the client
+    took too many new places) has in ``eta_ms`` the time until it may take
+    more; a ``challenge`` one (a new place needs a proof of work) the
+    difficulty asked; a ``closed`` one in ``poll_ms`` when to ask again.
     """
 
     state: State

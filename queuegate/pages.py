@@ -27,6 +27,7 @@ from starlette.types import Send
 
 from .compiled import Compiled
 from .i18n import DEFAULT, Language, language_for
+from .outcomes import PAUSED_ETA
 from .store import Outcome
 from .texts import BACK_HOME, HEADINGS, LOTTERY_AHEAD, MESSAGE_STATES, MESSAGES, RETRYING, TAB_TITLE, TEXTS
 
@@ -229,8 +230,9 @@ class Pages:
             # What _JSON.encode makes of the payload {"room": room, "state":
             # "waiting", "method", "ahead", "line", "eta_seconds",
             # "poll_after_seconds", "status_url", "stream_url", "language",
-            # **facts}, written out: the encoder was a third of a status
-            # poll's time in the gate (tests/test_pages.py compares both).
+            # "position", "ahead_text", "eta_text", "paused"}, written out:
+            # the encoder was a third of a status poll's time in the gate
+            # (tests/test_pages.py compares both).
             eta_seconds = "null" if outcome.eta_ms < 0 else str(math.ceil(outcome.eta_ms / 1000))
             head, middle = _json_parts(room, outcome.method, status_url, stream_url, language.tag)
             text = "".join(
@@ -249,7 +251,7 @@ class Pages:
                     _json_text(ahead_text),
                     ',"eta_text":',
                     _json_text(eta_text),
-                    "}",
+                    ',"paused":true}' if outcome.eta_ms == PAUSED_ETA else ',"paused":false}',
                 )
             )
             return Page(status, headers, text.encode())

@@ -13,7 +13,7 @@ import pytest
 
 from queuegate import Room, Store
 from queuegate.farback import View
-from queuegate.outcomes import Outcome, waiting
+from queuegate.outcomes import PAUSED_ETA, Outcome, waiting
 from queuegate.store import connect
 
 from .conftest import MakeGate, client_for
@@ -102,6 +102,20 @@ async def test_far_back_ranks_are_within_one_percent_of_the_true_rank(store: Sto
     assert near > 50
     assert store.far_back.answered == checked + near
     assert store.far_back.front_answered == near
+
+
+async def test_a_far_back_poll_in_a_paused_room_says_it_is_paused(store: Store) -> None:
+    """The view's estimates say a paused room as the full call does, and a
+    rank between two samples keeps it (it read as "unknown for now")."""
+    room = Room("far", paths=["/x"], rate=5, per=1.0, abandon=300.0, client_limit=0)
+    visitors = await _fill(store, room, 6000, T0)
+    await store.configure(room.name, status="paused", now=T0)
+    far = visitors[-7]  # between two samples
+    said = await store.enter(room, far, place=await _place(store, room, far), seen_ms=T0, now=T0 + 1)
+    assert store.far_back.answered == 1
+    assert (said.state, said.eta_ms) == ("waiting", PAUSED_ETA)
+    near = await store.enter(room, visitors[100], now=T0 + 2)
+    assert (near.state, near.eta_ms) == ("waiting", PAUSED_ETA)
 
 
 async def test_far_back_answers_in_real_time_from_one_shared_view(redis_url: str) -> None:

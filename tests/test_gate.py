@@ -450,6 +450,28 @@ async def test_a_room_closed_tells_those_in_line_their_place_is_kept(make_gate: 
         assert (await waiting.get("/checkout", headers=json_)).json()["position"] == 1
 
 
+async def test_a_paused_line_tells_those_waiting_it_is_paused(make_gate: MakeGate) -> None:
+    """Paused, a line holds everybody: the page said only that the wait was
+    "unknown for now" beside a place that no longer moved (an operator's
+    trial: people would take it for broken). It says the line is paused
+    and the place kept, in the page and the JSON, until it opens again."""
+    gate = await make_gate(rooms=[sale(rate=1, per=3600)])
+    json_ = {"accept": "application/json"}
+    async with client_for(gate) as first, client_for(gate) as waiting:
+        assert (await first.get("/checkout")).status_code == 200
+        said = (await waiting.get("/checkout", headers=json_)).json()
+        assert (said["paused"], said["eta_text"]) == (False, "about 60 minutes")
+        await gate.rooms["sale"].configure(status="paused")
+        said = (await waiting.get("/checkout", headers=json_)).json()
+        assert (said["position"], said["paused"], said["eta_seconds"]) == (1, True, None)
+        assert said["eta_text"] == "paused for now; your place is kept"
+        page = await waiting.get("/checkout", headers={"accept-language": "he"})
+        assert 'id="qg-eta">מושהה כרגע; המקום שלכם שמור<' in page.text
+        await gate.rooms["sale"].configure(status="open")
+        said = (await waiting.get("/checkout", headers=json_)).json()
+        assert (said["position"], said["paused"], said["eta_text"]) == (1, False, "about 60 minutes")
+
+
 async def test_a_place_kept_through_a_closing_longer_than_abandon_is_still_there(make_gate: MakeGate) -> None:
     """A visitor told the place is kept, whose page asks again on its own
     while the room is closed, is present: reopened after longer than

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuegate.i18n import LANGUAGES, language_for
+from queuegate.outcomes import PAUSED_ETA
 from queuegate.pages import Pages, eta_text
 from queuegate.store import Outcome
 from queuegate.texts import LOTTERY_AHEAD
@@ -103,7 +104,7 @@ def test_each_rooms_values_stay_its_own() -> None:
 @given(
     rank=st.integers(0, 10**9),
     line=st.integers(0, 10**9),
-    eta_ms=st.one_of(st.just(-1), st.integers(0, 10**10)),
+    eta_ms=st.one_of(st.just(-1), st.just(PAUSED_ETA), st.integers(0, 10**10)),
     poll_ms=st.integers(0, 10**6),
     method=st.sampled_from(["fifo", "random"]),
     room=st.from_regex(r"[A-Za-z0-9_-]{1,20}", fullmatch=True),
@@ -137,5 +138,6 @@ def test_the_waiting_json_is_what_the_json_encoder_makes(
         "position": None if lottery else rank + 1,
         "ahead_text": language.text(LOTTERY_AHEAD) if lottery else language.ahead_text(rank),
         "eta_text": language.eta_text(eta_ms),
+        "paused": eta_ms == PAUSED_ETA,
     }
     assert page.body == json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()

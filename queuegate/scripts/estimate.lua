@@ -21,13 +21,16 @@ local function per_minute(current, previous, win_start)
   return previous * (1 - (now - win_start) / WINDOW) + current
 end
 
--- Estimated wait (ms) for a visitor with `ahead` people in front, or -1 when
--- nothing bounds it (paused, or a capacity room with sliding sessions and no
--- session ended yet). A capacity room waits for sessions to end: at the rate
+-- Estimated wait (ms) for a visitor with `ahead` people in front, PAUSED in a
+-- paused room (the page says so: the operator holds the line, their place
+-- is kept), or -1 when nothing else bounds it (closed, or a capacity room
+-- with sliding sessions and no session ended yet). A capacity room waits for sessions to end: at the rate
 -- they were measured to end, and with fixed sessions never longer than the
 -- rounds of full sessions it takes. In a lottery, `ahead` is half the line.
+local PAUSED = -2
 local function estimate(ahead, r, crowd)
-  if r.status == 'paused' or r.status == 'closed' then return -1 end
+  if r.status == 'paused' then return PAUSED end
+  if r.status == 'closed' then return -1 end
   local start = 0
   if r.prequeue then start = r.opens_at - now end
   if ahead > 0 and r.abandon > 0 then
