@@ -77,15 +77,27 @@ def _shown(written: dict[str, str]) -> str:
     return ", ".join(shown)
 
 
+# A visitor id that holds no place (mistyped, admitted and gone, already
+# removed) is an error a script can see: status 1, as an unknown room.
+NO_PLACE = (
+    "{visitor}: holds no place in room {room!r}{more} (the ids are in `queuegate show {room}`; a visitor "
+    "whose session ended or who left has none)"
+)
+
+
 async def _release(ask: Bounded, args: argparse.Namespace) -> Output:
-    done = await ask(ask.store.release(args.room, args.visitor, who=ask.store.actor))
-    return f"{args.visitor}: {'released' if done else 'held no place'}"
+    if not await ask(ask.store.release(args.room, args.visitor, who=ask.store.actor)):
+        raise CommandError("release: " + NO_PLACE.format(visitor=args.visitor, room=args.room, more=""))
+    return f"{args.visitor}: released"
 
 
 async def _remove(ask: Bounded, args: argparse.Namespace) -> Output:
     done = await ask(ask.store.leave(args.room, args.visitor, who=ask.store.actor))
-    # Either way every process drops its copy of the visitor's admission.
-    return f"{args.visitor}: {'removed' if done else 'held no place in Redis; any copy revoked'}"
+    if not done:
+        # Either way every process drops its copy of the visitor's admission.
+        more = "; any copy of an admission in the app's processes is revoked"
+        raise CommandError("remove: " + NO_PLACE.format(visitor=args.visitor, room=args.room, more=more))
+    return f"{args.visitor}: removed"
 
 
 async def _drain(ask: Bounded, args: argparse.Namespace) -> Output:
