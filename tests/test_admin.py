@@ -223,6 +223,20 @@ async def test_every_change_is_logged_with_who_and_what(store: Store) -> None:
     assert (stats["capacity"], stats["status"], stats["waiting"], stats["released"]) == (5, "paused", 0, 1)
 
 
+async def test_a_change_that_may_flood_or_starve_the_room_is_made_and_said(store: Store) -> None:
+    # One in (a session of an hour), three waiting, one a minute.
+    async with signed_in(mounted(store, secret=SECRET)) as client:
+        calm = await client.post("/ops/api/rooms/sale", json={"rate": 2})
+        assert (calm.status_code, calm.json()["warnings"]) == (200, [])
+        said = (await client.post("/ops/api/rooms/sale", json={"rate": 60, "session": 2})).json()
+        assert (said["rate"], said["session"]) == (60, 2000)  # made
+        assert said["warnings"] == [
+            "rate 60 per 60 s lets in 30 times as many a second as before (2 per 60 s); "
+            "the 3 visitors waiting can all be in at the next refill",
+            "session 2 s: each visitor admitted from now on must queue again 2 s after coming in",
+        ]
+
+
 async def test_a_room_named_dash_is_named_in_the_activity_list(store: Store) -> None:
     """The room name "-" is legal, and it was also what marked an entry of no
     one room (a run of virtual visitors): the page showed that room's

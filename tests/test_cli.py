@@ -487,6 +487,10 @@ async def test_reset_all_and_a_pin_at_the_same_time_come_one_wholly_after_the_ot
                 after(shuffle.uniform(0, 0.003), store.configure("adaptive", rate=50)),
             )
             stats = await store.stats("adaptive")
+            # (A pin that lands between the console's look before its change
+            # and its look after is said as a risk of the change it saw.)
+            said, *warned = said.split("\nwarning: ")
+            assert warned in ([], ["rate 50 per 1 s lets in 10 times as many a second as before (5 per 1 s)"])
             outcome = (stats["pinned"], stats["rate"], said)
             assert outcome in {
                 (0, 5, "adaptive: every setting back to the code's (set at run time before: rate, per)"),
@@ -713,3 +717,30 @@ async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: St
         auto,
         re.M,
     ), auto
+
+
+@pytest.mark.anyio
+async def test_a_change_that_may_flood_or_starve_the_room_is_said_and_made(busy_room: str) -> None:
+    """A launch-day typo (`--rate 100 --per 1` for 100 a minute), a session
+    too short to finish a visit, a capacity under the sessions inside: the
+    console took each without a word (an operator's trial). Each is made,
+    and said beside what was applied; a plain change says nothing more."""
+    calm = cli("set", "sale", "--rate", "3", url=busy_room)
+    assert calm.returncode == 0
+    assert calm.stdout == "sale: rate=3, per=60.0 (per kept with it: rate and per are one pair)\n"
+    flood = cli("set", "sale", "--rate", "100", "--per", "1", url=busy_room)
+    assert flood.returncode == 0
+    assert flood.stdout.splitlines()[1:] == [
+        "warning: rate 100 per 1 s lets in 2,000 times as many a second as before (3 per 60 s); "
+        "the 3 visitors waiting can all be in at the next refill"
+    ]
+    assert json.loads(cli("show", "sale", "--json", url=busy_room).stdout)["rate"] == 100  # made all the same
+    short = cli("set", "sale", "--session", "5", url=busy_room)
+    assert short.stdout.splitlines()[1:] == [
+        "warning: session 5 s: each visitor admitted from now on must queue again 5 s after coming in"
+    ]
+    full = cli("set", "sale", "--capacity", "1", url=busy_room)
+    assert full.stdout.splitlines()[1:] == [
+        "warning: capacity 1 with 5 sessions active: nobody new is let in until 5 sessions end"
+    ]
+    assert cli("set", "sale", "--capacity", "1", url=busy_room).stdout.count("warning") == 0  # as it was

@@ -24,6 +24,7 @@ from starlette.websockets import WebSocketClose
 
 from ..checks import ROOM_SETTINGS, ConfigError
 from ..readings import each_room
+from ..risks import risks
 from ..rooms import Rooms
 from ..settings import Room
 from ..store import Store, StoreError, UnknownRoom
@@ -252,9 +253,10 @@ class BackOffice:
         unknown = sorted(set(changes) - SETTABLE)
         if unknown:
             raise ConfigError(f"cannot set {', '.join(unknown)} here")
-        await self.store.stats(name)  # an unknown room fails here, before anything is written
+        before = await self.store.stats(name)  # an unknown room fails here, before anything is written
         await self.store.configure(name, who=who, **changes)  # logged by the same call
-        return JSONResponse({"room": name, **await self.store.stats(name)})
+        after = await self.store.stats(name)
+        return JSONResponse({"room": name, **after, "warnings": risks(before, after)})
 
     async def visitor_action(self, request: Request, who: str) -> Response:
         name, action = request.path_params["room"], request.path_params["action"]

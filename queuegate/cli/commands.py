@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..console import clock, count
+from ..risks import risks
 from ..settings import ROOM_SETTINGS
 from ..stats import readable
 from ..store import StoreError, UnknownRoom
@@ -41,22 +42,25 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
         changes[name] = None
     if not changes and not reset_all:
         raise CommandError("set: name at least one setting to change, e.g. --rate 20", 2)
-    # One call, refused before anything is written for an unknown room.
-    # What a reset finds set, a pin too, is read in it, not before it: a
-    # pin another operator makes meanwhile is reset, or made after it.
+    # The room's figures around the change, for what it risks (an unknown
+    # room is refused here, before anything is written). The change is one
+    # call: what a reset finds set, a pin too, is read in it, not before it:
+    # a pin another operator makes meanwhile is reset, or made after it.
+    before = await ask(ask.store.stats(args.room))
     written = await ask(ask.store.configure(args.room, reset_all=reset_all, **changes))
+    warnings = "".join(f"\nwarning: {risk}" for risk in risks(before, await ask(ask.store.stats(args.room))))
     if reset_all:
         were = written.pop("reset_all").replace(",", ", ") or "none"
         kept = {name: value for name, value in written.items() if value != ""}
         said = f"{args.room}: every {'other ' if kept else ''}setting back to the code's"
-        return f"{said} (set at run time before: {were})" + (f"; {_shown(kept)}" if kept else "")
+        return f"{said} (set at run time before: {were})" + (f"; {_shown(kept)}" if kept else "") + warnings
     said = f"{args.room}: {_shown(written)}"
     # Rate and per are one pair (configure.lua): the half not asked for is said.
     other = [name for name in written if name in ("rate", "per") and name not in changes]
     if other:
         done = "reset with it" if written[other[0]] == "" else "kept with it"
         said += f" ({other[0]} {done}: rate and per are one pair)"
-    return said
+    return said + warnings
 
 
 def _shown(written: dict[str, str]) -> str:

@@ -1,0 +1,64 @@
+"""What a change of a room's settings does that an operator may not have
+meant, said from the room's figures just before and just after it (a typo
+of ``--rate 1000000`` for ``--rate 100`` floods the app the gate is there
+to protect). Advice, not rules: the change is made, and the console and
+the back office say each risk beside what they applied."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .console import count
+
+__all__ = ["risks"]
+
+RAISE = 10  # a rate this many times the one before, in one change
+SHORT_SESSION_MS = 30_000  # a session shorter than a visit of a page or two
+
+
+def _per_second(figures: Mapping[str, Any]) -> float:
+    """The room's rate limit in admissions a second; 0 when it has none."""
+    rate, per = int(figures["rate"]), int(figures["per"])
+    return rate * 1000 / per if rate > 0 and per > 0 else 0.0
+
+
+def _seconds(ms: float) -> str:
+    seconds = ms / 1000
+    return f"{seconds:,.0f} s" if seconds >= 10 else f"{seconds:g} s"
+
+
+def risks(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Each risk of going from ``before`` to ``after`` (a room's stats, as
+    ``Store.stats`` gives them), in a sentence; none when nothing changed."""
+    said = []
+    was, now = _per_second(before), _per_second(after)
+    if was > 0 and now >= RAISE * was:
+        rate, per = int(after["rate"]), int(after["per"])
+        waiting = int(before["waiting"])  # (after it, the raise may have let them in)
+        refills = math.ceil(waiting / rate)
+        line = (
+            "at the next refill"
+            if refills == 1
+            else f"within {refills:,} refills ({_seconds(refills * per)})"
+        )
+        said.append(
+            f"rate {rate:,} per {_seconds(per)} lets in {now / was:,.0f} times as many a second as before "
+            f"({before['rate']:,} per {_seconds(int(before['per']))})"
+            + (f"; the {count(waiting, 'visitor')} waiting can all be in {line}" if waiting else "")
+        )
+    session = int(after["session"])
+    if 0 < session < SHORT_SESSION_MS and session != int(before["session"]):
+        said.append(
+            f"session {_seconds(session)}: each visitor admitted from now on must queue again "
+            f"{_seconds(session)} after coming in"
+            + (", or after that long without a request (sliding)" if int(after["sliding"]) else "")
+        )
+    capacity, active = int(after["capacity"]), int(after["active"])
+    if 0 < capacity < active and capacity < int(before["capacity"] or active):
+        said.append(
+            f"capacity {capacity:,} with {count(active, 'session')} active: nobody new is let in until "
+            f"{count(active - capacity + 1, 'session')} end"
+        )
+    return said

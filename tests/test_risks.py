@@ -1,0 +1,49 @@
+"""What a change risks (queuegate.risks), from a room's figures before and
+after it: the console's and the back office's warnings, said in full in
+tests/test_cli.py and tests/test_admin.py; here, the cases around them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queuegate.risks import risks
+
+ROOM = {"rate": 10, "per": 1000, "waiting": 0, "active": 0, "capacity": 0, "session": 600_000, "sliding": 0}
+
+
+def room(**figures: Any) -> dict[str, Any]:
+    return {**ROOM, **figures}
+
+
+def test_a_raise_under_ten_times_or_from_no_rate_is_not_a_risk() -> None:
+    assert risks(room(), room(rate=99)) == []
+    assert risks(room(rate=0, capacity=50), room(rate=1000)) == []  # no rate before to compare with
+    assert risks(room(rate=100), room(rate=10)) == []
+
+
+def test_a_raise_says_how_soon_the_line_is_let_in() -> None:
+    (said,) = risks(room(waiting=25_000), room(rate=1000, per=2000))
+    assert said == (
+        "rate 1,000 per 2 s lets in 50 times as many a second as before (10 per 1 s); "
+        "the 25,000 visitors waiting can all be in within 25 refills (50 s)"
+    )
+    (said,) = risks(room(), room(rate=100))
+    assert said == "rate 100 per 1 s lets in 10 times as many a second as before (10 per 1 s)"
+
+
+def test_a_short_session_is_said_once_and_a_sliding_one_as_such() -> None:
+    assert risks(room(), room(session=30_000)) == []
+    assert risks(room(session=5000), room(session=5000)) == []  # as it was
+    (said,) = risks(room(), room(session=1500, sliding=1))
+    assert said == (
+        "session 1.5 s: each visitor admitted from now on must queue again 1.5 s after coming in, "
+        "or after that long without a request (sliding)"
+    )
+
+
+def test_only_a_capacity_lowered_under_those_inside_is_a_risk() -> None:
+    assert risks(room(active=80, capacity=100), room(active=80, capacity=90)) == []
+    assert risks(room(active=80, capacity=0), room(active=80, capacity=200)) == []
+    assert risks(room(active=80, capacity=50), room(active=80, capacity=60)) == []  # raised, still under
+    (said,) = risks(room(active=80, capacity=100), room(active=80, capacity=20))
+    assert said == "capacity 20 with 80 sessions active: nobody new is let in until 61 sessions end"
