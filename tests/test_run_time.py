@@ -93,6 +93,23 @@ async def test_a_rate_given_beside_an_unpin_stays_pinned(store: Store) -> None:
     assert (stats["rate"], stats["capacity"], stats["pinned"], stats["controlled"]) == (10, 50, 0, "rate")
 
 
+async def test_a_reset_of_the_pinned_rate_gives_it_back_to_the_controller(store: Store) -> None:
+    """`set --rate 5` pins the controller's rate; `set --reset rate` put the
+    code's rate back and left it pinned there (the controller frozen, and
+    `list` named nothing set at run time: a launch-day runbook's trial).
+    The reset unpins, as the code has it; `per` alone still does not."""
+    room = flash(rate=10, per=1.0, target=Health(p95_ms=300))
+    await store.stats(room, now=T0)
+    assert await store.configure(room, rate=5, now=T0) == {"rate": "5", "per": "1000", "pinned": "1"}
+    assert await store.configure(room, per=None, now=T0) == {"per": "", "rate": ""}
+    stats = await store.stats(room, now=T0)
+    assert (stats["rate"], stats["pinned"], stats["controlled"]) == (10, 1, "")  # still pinned
+    await store.configure(room, rate=5, now=T0)
+    assert await store.configure(room, rate=None, now=T0) == {"rate": "", "per": "", "pinned": ""}
+    stats = await store.stats(room, now=T0)
+    assert (stats["rate"], stats["pinned"], stats["controlled"], stats["run_time"]) == (10, 0, "rate", [])
+
+
 async def test_per_alone_leaves_the_rate_the_controller_holds(store: Store) -> None:
     """The controller's rate is not the operator's half of a pair: resetting
     `per` reset it too, and a room the controller had cut to 4 jumped back

@@ -26,7 +26,7 @@
 -- Setting what the controller of a room with a health target holds (its
 -- rate, or the capacity of a room without one) pins it: the controller
 -- (health.lua) leaves it until a `pinned` field of "" (unpin) returns
--- control.
+-- control, or a reset of that setting (below).
 --
 -- `rate` and `per` are one pair (visitors per interval), kept at run time
 -- together or not at all, so that a deploy with another `per` never makes
@@ -78,6 +78,14 @@ if reset_all then
     order[#order + 1] = 'pinned'
     logged[#logged + 1] = 'pinned'
   end
+end
+
+-- A reset of the setting a pin holds (`--reset rate`) gives it back to the
+-- controller, as the code has it: it put the code's value back and left
+-- it pinned there, the controller frozen, and only `show` said so.
+if given.pinned == nil and given[controlled_field()] == '' and redis.call('HGET', KEYS[5], 'pinned') then
+  given.pinned = ''
+  order[#order + 1] = 'pinned'
 end
 
 local CONTROLLER = {max_errors = true, floor = true, ceiling = true, settle = true}
