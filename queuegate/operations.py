@@ -46,8 +46,10 @@ class Operations(Readings):
     _call: Callable[..., Awaitable[Any]]
 
     async def release(self, room: RoomRef, visitor: str, *, now: int | None = None, who: str = "") -> bool:
-        """The protected action is done: free the slot for the next in line.
-        ``who``: the operator who does it, for the activity log."""
+        """The protected action is done: end the visitor's admission and free
+        the slot for the next in line. ``False`` when they hold none (one
+        still in line stays there: :meth:`leave` takes them out). ``who``:
+        the operator who does it, for the activity log."""
         return await self._remove(room, visitor, "released", now, who)
 
     async def leave(self, room: RoomRef, visitor: str, *, now: int | None = None, who: str = "") -> bool:

@@ -346,7 +346,7 @@ async def test_set_release_remove_drain_seed(busy_room: str) -> None:
     # Again, or a mistyped id: an error a script sees, nothing said on stdout.
     again = cli("release", "sale", first_active, url=busy_room)
     assert (again.returncode, again.stdout) == (1, "")
-    assert f"release: {first_active}: holds no place in room 'sale'" in again.stderr
+    assert f"release: {first_active}: holds no admission in room 'sale'; one still in line" in again.stderr
     again = cli("remove", "sale", "no-such-visitor", url=busy_room)
     assert (again.returncode, again.stdout) == (1, "")
     assert "remove: no-such-visitor: holds no place in room 'sale'; any copy" in again.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from queuegate import Room, Store
+from queuegate.outcomes import PAUSED_ETA
 
 from .conftest import ALL_KINDS
 
@@ -195,7 +196,7 @@ async def test_paused_admits_nobody_and_resume_moves_the_line(store: Store) -> N
     await store.configure(room, status="paused", now=T0)
     outcomes = [await store.enter(room, f"v{i}", now=T0 + 10_000) for i in range(3)]
     assert [o.state for o in outcomes] == ["waiting"] * 3
-    assert outcomes[0].eta_ms == -1
+    assert outcomes[0].eta_ms == PAUSED_ETA  # the page says the line is paused
     await store.configure(room, status="open", now=T0 + 10_001)
     assert (await store.enter(room, "v2", now=T0 + 10_002)).state == "active"
 

@@ -84,14 +84,16 @@ def _shown(written: dict[str, str]) -> str:
 # A visitor id that holds no place (mistyped, admitted and gone, already
 # removed) is an error a script can see: status 1, as an unknown room.
 NO_PLACE = (
-    "{visitor}: holds no place in room {room!r}{more} (the ids are in `queuegate show {room}`; a visitor "
+    "{visitor}: holds no {what} in room {room!r}{more} (the ids are in `queuegate show {room}`; a visitor "
     "whose session ended or who left has none)"
 )
 
 
 async def _release(ask: Bounded, args: argparse.Namespace) -> Output:
     if not await ask(ask.store.release(args.room, args.visitor, who=ask.store.actor)):
-        raise CommandError("release: " + NO_PLACE.format(visitor=args.visitor, room=args.room, more=""))
+        more = "; one still in line stays there: `remove` takes them out"
+        said = NO_PLACE.format(visitor=args.visitor, what="admission", room=args.room, more=more)
+        raise CommandError("release: " + said)
     return f"{args.visitor}: released"
 
 
@@ -100,7 +102,8 @@ async def _remove(ask: Bounded, args: argparse.Namespace) -> Output:
     if not done:
         # Either way every process drops its copy of the visitor's admission.
         more = "; any copy of an admission in the app's processes is revoked"
-        raise CommandError("remove: " + NO_PLACE.format(visitor=args.visitor, room=args.room, more=more))
+        said = NO_PLACE.format(visitor=args.visitor, what="place", room=args.room, more=more)
+        raise CommandError("remove: " + said)
     return f"{args.visitor}: removed"
 
 

@@ -288,7 +288,10 @@ def _parser() -> argparse.ArgumentParser:
         help="back to the code's value; rate or per resets both (one pair), all resets every setting",
     )
 
-    for name, text in (("release", "free a visitor's slot"), ("remove", "take a visitor out of the room")):
+    for name, text in (
+        ("release", "end an admitted visitor's session: their slot goes to the next in line"),
+        ("remove", "take a visitor out of the room, from the line or inside"),
+    ):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("room")
         sub.add_argument("visitor")
