@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -32,6 +33,8 @@ from .test_accessibility import WCAG_AA  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 SECRET = "a-back-office-secret"
+# A phone as the operator's trial held it: 390 px wide, touched, 3 pixels a px.
+PHONE = {"is_mobile": True, "has_touch": True, "device_scale_factor": 3}
 ROOM = Room("sale", paths=["/sale"], rate=2, per=30.0, abandon=3600.0)
 ADAPTIVE = Room("adaptive", paths=["/a"], rate=20, per=1.0, target=Health(p95_ms=300))
 
@@ -70,14 +73,16 @@ def signed_in(
     store: Store,
     *,
     viewport: tuple[int, int] = (1280, 720),
+    device: dict[str, Any] | None = None,
     problems: list[str] | None = None,
     **office: Any,
 ) -> Iterator[tuple[Any, str]]:
     """A back office on ``store`` (``office``: admin.app's options), served
-    and signed in to from a page of a browser context of its own, which
-    asked for the office first and was sent to its sign-in. Yields the page
-    and the server's address; the server stops, and ``store`` is closed,
-    after. The page's errors go to ``problems`` from its first load."""
+    and signed in to from a page of a browser context of its own (``device``:
+    more of its options, PHONE's), which asked for the office first and was
+    sent to its sign-in. Yields the page and the server's address; the
+    server stops, and ``store`` is closed, after. The page's errors go to
+    ``problems`` from its first load."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -87,7 +92,7 @@ def signed_in(
     app = Starlette(routes=[Mount("/ops", admin.app(store, secret=SECRET, **office))], lifespan=lifespan)
     with served(app) as base:
         width, height = viewport
-        page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+        page = browser.new_context(viewport={"width": width, "height": height}, **(device or {})).new_page()
         if problems is not None:
             page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: problems.append(str(e)))
@@ -511,3 +516,74 @@ def test_a_room_that_lets_everyone_in_says_so(redis_url: str, browser: Any) -> N
         in_redis(redis_url, lambda store: store.configure("shop", capacity=None))
         page.wait_for_selector("#unlimited:empty", state="attached", timeout=10_000)
         assert not page.locator("#unlimited").is_visible()
+
+
+# Each y axis's labels, measured in the axis's font: each whole in the
+# axis's own band (not under the axis's title, not past the canvas's edge),
+# and a large figure compact (no more than 4 digits: "120K", not "120,000").
+Y_LABELS = """() => {
+  const out = [], ctx = document.createElement("canvas").getContext("2d");
+  let top = 0;
+  for (const node of document.querySelectorAll(".chart")) {
+    const plot = node.uplot;
+    if (!plot || node.closest("[hidden]")) continue;
+    plot.axes.forEach((axis, i) => {
+      if (i === 0) return;  // the times
+      // uPlot keeps the font at the device's pixels: CSS pixels here.
+      ctx.font = axis.font[0];
+      const inset = (axis.ticks.show ? axis.ticks.size : 0) + axis.gap;
+      // A left axis (side 3) ends at its _pos, its labels right-aligned
+      // there less the inset; a right one starts there.
+      const left = axis.side === 3;
+      const [start, end] = left ? [axis._pos - axis._size, axis._pos] : [axis._pos, axis._pos + axis._size];
+      axis._values.forEach((text, j) => {
+        const w = ctx.measureText(String(text)).width / devicePixelRatio;
+        const [from, to] = left ? [end - inset - w, end - inset] : [start + inset, start + inset + w];
+        if (from < Math.max(0, start) - 0.5 || to > Math.min(plot.width, end) + 0.5)
+          out.push(`${node.id} cuts ${text}: ${from.toFixed(1)} to ${to.toFixed(1)} in ${start} to ${end}`);
+        if (String(text).replace(/\\D/g, "").length > 4) out.push(`${node.id} says ${text} in full`);
+        top = Math.max(top, axis._splits[j]);
+      });
+    });
+  }
+  return { top, out };
+}"""
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_the_charts_show_large_figures_whole(redis_url: str, browser: Any, width: int) -> None:
+    """An operator's trial with 120,000 waiting: the y axes' labels ran into
+    the axes' titles ("100,000" over "people") and off the canvas (a rate
+    of "1,500,000"), uPlot's axes being 50 px whatever their labels. Each
+    is as wide as its labels now, and a figure from 10,000 on is compact
+    ("120K", "1.5M"); the legends say it exactly, its digits grouped."""
+    crowded = Room("crowd", paths=["/c"], rate=1, per=60.0, target=Health(p95_ms=300))
+
+    async def a_crowd(store: Store) -> int:
+        await store.enter(crowded, "first")
+        await store.stats(crowded)
+        for start in range(0, 120_000, 2000):
+            # Each from an address of its own: the client limit is not the subject.
+            joins = [
+                (f"v{i}", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}") for i in range(start, start + 2000)
+            ]
+            assert await store.join_many(crowded, joins) is not None
+        # Held in line, with a rate and a target of the same scale (the
+        # health chart's two axes), and estimates of 7 million seconds.
+        await store.configure("crowd", status="paused", rate=1_500_000, target_ms=120_000, ceiling=0)
+        return int((await store.stats("crowd"))["waiting"])
+
+    waiting = in_redis(redis_url, a_crowd)
+    office_store = Store(connect(redis_url, 5.0))
+    phone = PHONE if width == 390 else None
+    with signed_in(browser, office_store, viewport=(width, 900), device=phone, rooms=[crowded]) as (page, _):
+        page.wait_for_selector("#health-figure:not([hidden])")
+        page.wait_for_function("() => document.querySelectorAll('.chart canvas').length === 4")
+        page.wait_for_timeout(2500)  # a refresh: the minutes' chart with its points
+        labels = page.evaluate(Y_LABELS)
+        assert labels["top"] >= 1_000_000, labels
+        assert labels["out"] == []
+        legend = page.text_content("#live-chart .u-legend") or ""
+        assert f"{waiting:,}" in legend, legend
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator(".charts").screenshot(path=str(ARTIFACTS / f"admin-large-figures-{width}.png"))

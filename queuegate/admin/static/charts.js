@@ -20,8 +20,9 @@
       var names = { s: "seconds", ms: "ms", people: "people", per: id === "health-chart" ? "admission" : "per minute" };
       // Times as the clock shows them, with room for each label (uPlot's
       // default puts a date under some and lets them run into each other).
-      var axes = [{ space: 90, values: clockLabels }, { scale: series[0].scale, label: names[series[0].scale] }];
-      if (scales) axes.push({ side: 1, scale: scales, label: names[scales], grid: { show: false } });
+      var axes = [{ space: 90, values: clockLabels },
+        { scale: series[0].scale, label: names[series[0].scale], values: amounts, size: axisSize }];
+      if (scales) axes.push({ side: 1, scale: scales, label: names[scales], grid: { show: false }, values: amounts, size: axisSize });
       // Without an axis on the right, room there for half a time label: a
       // label at the right edge was cut ("04:38:00 A").
       var padding = [null, scales ? null : Math.ceil(labelWidth() / 2) + 4, null, null];
@@ -59,8 +60,36 @@
       }
       if (v === null || v === undefined) return "–";
       if (unit === null) return new Date(v * 1000).toLocaleTimeString();
-      return (Number.isInteger(v) ? v : v.toFixed(1)) + unit;
+      // Exact, with the reader's grouping of digits ("120,006", "7,199,980.1 s").
+      return (Number.isInteger(v) ? v : Math.round(v * 10) / 10).toLocaleString() + unit;
     };
+  }
+  // A y axis's figures as the reader's locale writes them: in full up to
+  // 9,999 (uPlot's own), compact from 10,000 ("120K", "1.5M"; "1,500,000"
+  // did not fit its axis). Three digits tell the ticks of a scale from 0
+  // apart (steps of 1, 2, 2.5 or 5 times a power of ten: "1.25M").
+  var compact = new Intl.NumberFormat(undefined, { notation: "compact", maximumSignificantDigits: 3 });
+  function amounts(u, splits) {
+    return splits.map(function (v) {
+      if (v === null || v === undefined) return "";
+      return Math.abs(v) >= 10000 ? compact.format(v) : uPlot.fmtNum(v);
+    });
+  }
+  // A y axis as wide as its widest label, its tick and gap (uPlot's fixed
+  // 50 px cut "1,500,000" at the edge, and ran "100,000" into the axis's
+  // title). uPlot asks again, with the labels of the new layout, while the
+  // sizes change: after its first answer an axis only grows, so that it
+  // settles (its labels can change with the layout: "0.5" to "0.25").
+  var measure = null;
+  function axisSize(u, values, i, cycle) {
+    var axis = u.axes[i];
+    if (!measure) measure = document.createElement("canvas").getContext("2d");
+    // uPlot keeps the font at the device's pixels.
+    measure.font = axis.font[0];
+    var widest = 0;
+    (values || []).forEach(function (v) { widest = Math.max(widest, measure.measureText(String(v)).width / uPlot.pxRatio); });
+    var size = Math.ceil((axis.ticks.show ? axis.ticks.size : 0) + axis.gap + widest + 2);
+    return cycle > 1 ? Math.max(size, axis._size || 0) : size;
   }
   var widest = null;
   function labelWidth() {
