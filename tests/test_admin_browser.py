@@ -585,6 +585,9 @@ def test_the_charts_show_large_figures_whole(redis_url: str, browser: Any, width
         assert labels["out"] == []
         legend = page.text_content("#live-chart .u-legend") or ""
         assert f"{waiting:,}" in legend, legend
+        # The rooms table and the visitors' list group the digits too.
+        assert page.text_content("tr[data-room=crowd] td:nth-child(3)") == f"{waiting:,}"
+        assert page.text_content("#visitors li.more") == f"and {waiting - 10:,} more"
         ARTIFACTS.mkdir(exist_ok=True)
         page.locator(".charts").screenshot(path=str(ARTIFACTS / f"admin-large-figures-{width}.png"))
 

@@ -53,6 +53,8 @@
   }
   // "30 s" on one line when a narrow histogram wraps its labels.
   function unbroken(ms) { return seconds(ms).replace(" ", "\u00a0"); }
+  // A count with the reader's grouping of digits: "120,006", not "120006".
+  function count(n) { return typeof n === "number" ? n.toLocaleString() : n; }
   function share(x) { return x === null || x === undefined ? "–" : Math.round(x * 100) + " %"; }
 
   // -- the rooms table ------------------------------------------------------
@@ -77,7 +79,7 @@
     STATUSES.forEach(function (s) { sel.appendChild(el("option", s === room.status ? { value: s, selected: "" } : { value: s }, s)); });
     cell().appendChild(sel);
     var w = room.waits;
-    [room.waiting, room.active, room.per_minute.toFixed(1), seconds(room.eta_back_ms), seconds(w.admitted_p50_ms), w.gave_up]
+    [count(room.waiting), count(room.active), room.per_minute.toFixed(1), seconds(room.eta_back_ms), seconds(w.admitted_p50_ms), count(w.gave_up)]
       .forEach(function (v) { cell({}, v); });
     var rate = cell({ "class": "pair" });
     var r = el("input", { type: "number", min: "0", value: room.rate, name: "rate", "aria-label": label("rate") });
@@ -219,7 +221,7 @@
       var text = i < a.bounds_ms.length ? unbroken(low) + " – " + unbroken(a.bounds_ms[i]) : "over " + unbroken(low);
       var tr = el("tr"); tr.appendChild(el("th", { scope: "row" }, text));
       [[n, ""], [g.counts[i], " gave-up"]].forEach(function (pair) {
-        tr.appendChild(el("td", {}, pair[0]));
+        tr.appendChild(el("td", {}, count(pair[0])));
         var bar = el("td", { "class": "bar" }); var fill = el("span", { "class": "fill" + pair[1] });
         fill.style.width = (pair[0] / top * 100).toFixed(1) + "%"; bar.appendChild(fill); tr.appendChild(bar);
       });
@@ -326,7 +328,7 @@
       });
       // The list shows the first few: say how many it leaves out.
       var more = (stats[pair[0]] || 0) - visitors[pair[0]].length;
-      if (more > 0 && visitors[pair[0]].length) list.appendChild(el("li", { "class": "note more" }, "and " + more + " more"));
+      if (more > 0 && visitors[pair[0]].length) list.appendChild(el("li", { "class": "note more" }, "and " + count(more) + " more"));
       box.appendChild(list);
     });
   }
