@@ -218,6 +218,18 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         page.locator("#settings button[type=submit]").click()
         page.wait_for_selector("#message:has-text('Done: changed abandon = 1800')")
         assert page.text_content("#message") == "Done: changed abandon = 1800"
+        # A change that may starve the room is made, and said so as to stand out.
+        page.fill("#set-session", "5")
+        page.locator("#settings button[type=submit]").click()
+        page.wait_for_selector("#message:has-text('Done: changed session = 5')")
+        assert page.text_content("#message") == (
+            "Done: changed session = 5. Warning: session 5 s: each visitor admitted from now on must queue "
+            "again 5 s after coming in, or after that long without a request (sliding)"
+        )
+        assert page.get_attribute("#message", "class") == "error"
+        page.fill("#set-session", "900")
+        page.locator("#settings button[type=submit]").click()
+        page.wait_for_selector("#message:text-is('Done: changed session = 900')")
 
         # A reset to the code's value says so in the log (it said "null").
         in_redis(redis_url, lambda store: store.configure("sale", session=None, who="ada"))

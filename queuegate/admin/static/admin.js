@@ -154,14 +154,24 @@
   }
   function change(room, action, body) {
     return api("POST", "api/rooms/" + encodeURIComponent(room) + (action ? "/" + action : ""), body)
-      .then(function (d) { editing = false; say("Done: " + describe(action || "settings", body, d)); refresh(); return d; })
+      .then(function (d) {
+        editing = false;
+        // A change that may flood or starve the room is made, and said (queuegate/risks.py).
+        var warnings = d.warnings || [];
+        say("Done: " + describe(action || "settings", body, d) + warnings.map(function (w) { return ". Warning: " + w; }).join(""), warnings.length > 0);
+        refresh();
+        return d;
+      })
       .catch(function (err) { say(err.message, true); throw err; });
   }
   function describe(action, body, reply) {
     if (action === "settings") return "changed " + Object.keys(body).map(function (k) { return k + " = " + body[k]; }).join(", ");
     if (action === "drain") return "drained " + reply.removed + " from the line";
     if (action === "seed") return "seed revealed";
-    return action + " " + body.visitor + (reply.held_a_place ? "" : " (held no place)");
+    if (reply.held_a_place) return action + " " + body.visitor;
+    return action + " " + body.visitor + (action === "release"
+      ? ": holds no admission (one still in line stays there: Remove takes them out)"
+      : ": holds no place");
   }
 
   // -- charts (charts.js draws them) ------------------------------------------
