@@ -97,6 +97,7 @@ COUNTERS = {
     "expired": "Sessions that ran out",
     "released": "Sessions released by the app",
     "left": "Visitors who left",
+    "drained": "Waiting visitors taken out of the line by a drain",
     "limited": "New places refused by the room's client_limit (answered 429)",
 }
 # What a gate counted in its own process (with gate=), by gate.counters' key.

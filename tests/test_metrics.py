@@ -28,6 +28,10 @@ async def test_metrics_for_every_room(make_gate: MakeGate) -> None:
         await a.get("/checkout")
         await b.get("/checkout")
         await a.get("/t/7")
+    async with client_for(gate) as c, client_for(gate) as d:
+        await c.get("/checkout")
+        await d.get("/checkout")
+    assert await gate.rooms["sale"].drain() == 3  # b, c and d (the counters table in the docs names it)
     async with client_for(metrics_app(gate.store)) as scraper:
         response = await scraper.get("/")
     assert response.status_code == 200
@@ -40,7 +44,8 @@ async def test_metrics_for_every_room(make_gate: MakeGate) -> None:
         for sample in family.samples
     }
     assert samples[("queuegate_redis_up", None)] == 1
-    assert samples[("queuegate_waiting", "sale")] == 1
+    assert samples[("queuegate_waiting", "sale")] == 0
+    assert samples[("queuegate_drained_total", "sale")] == 3
     assert samples[("queuegate_active", "sale")] == 1
     assert samples[("queuegate_active", "t-7")] == 1
     assert samples[("queuegate_admitted_total", "sale")] == 1
