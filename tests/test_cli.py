@@ -514,6 +514,14 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
     unconfirmed = cli("forget", "renamed", url=busy_room)
     lost = "set at run time, and lost: session 90.0, status paused; add --yes"
     assert f"would be deleted; {lost}" in unconfirmed.stderr
+    # A room in use, refused even with --yes, is said so before (a runbook's
+    # trial: asked only for --yes, then refused).
+    unconfirmed = cli("forget", "sale", url=busy_room)
+    assert unconfirmed.returncode == 2
+    assert unconfirmed.stderr.endswith(
+        "; but it is in use (3 visitors waiting, 2 sessions), and is forgotten only once its line is "
+        "drained (queuegate drain sale --yes) and its sessions ended; add --yes to confirm\n"
+    )
     in_use = cli("forget", "sale", "--yes", url=busy_room)
     assert (in_use.returncode, in_use.stdout) == (1, "")
     assert re.fullmatch(

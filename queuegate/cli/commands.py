@@ -138,10 +138,19 @@ async def _forget(ask: Bounded, args: argparse.Namespace) -> Output:
         # What a forget would lose that the code will not give back.
         stats = await ask(ask.store.stats(room))
         lost = ", ".join(f"{name} {readable(name, stats[name])}" for name in stats["run_time"])
+        # (A room in use is refused even with --yes: said now, not after.)
+        waiting, active = stats["waiting"], stats["active"]
+        in_use = (
+            f"; but it is in use ({count(waiting, 'visitor')} waiting, {count(active, 'session')}), and is "
+            f"forgotten only once its line is drained (queuegate drain {room} --yes) and its sessions ended"
+            if waiting or active
+            else ""
+        )
         raise CommandError(
             f"forget: room {room!r} and all Redis holds of it (its counters, settings set at run time, seed, "
             "analytics and activity log) would be deleted"
             + (f"; set at run time, and lost: {lost}" if lost else "")
+            + in_use
             + "; add --yes to confirm",
             2,
         )
