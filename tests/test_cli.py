@@ -709,6 +709,12 @@ async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: St
     operator's. `show` said the whole line was "set at run time", as if
     the rate were still pinned."""
     await store.stats(ADAPTIVE)
+    # Before the controller first moves it, its rate is the code's (`show`
+    # said the code's value was not known: a runbook's trial).
+    fresh = cli("show", "adaptive", url=redis_url).stdout
+    assert re.search(
+        r"^ +rate +5 visitors every 1 s +set by the admission controller, the same as the code$", fresh, re.M
+    ), fresh
     said = cli("set", "adaptive", "--rate", "3", "--per", "2", url=redis_url).stdout
     assert said == (
         "adaptive: rate=3, per=2.0, pinned: the controller no longer moves it (`--auto` gives it back)\n"

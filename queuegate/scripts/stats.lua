@@ -62,13 +62,13 @@ local controlled = ''
 if target_ms > 0 and not pinned then controlled = controlled_field() end
 -- (The one the controller holds is its from the start, written or not yet.)
 local run_time, code = {}, {}
+-- The code's value of each, and of the one the controller holds before it
+-- first moves it (`show` said the code's value was not known).
 for i, name in ipairs(SETTINGS) do
-  if conf[i + 1] then
-    if name ~= controlled then run_time[#run_time + 1] = name end
-    if default[i] and default[i] ~= '' then
-      code[#code + 1] = 'code_' .. name
-      code[#code + 1] = default[i]
-    end
+  if conf[i + 1] and name ~= controlled then run_time[#run_time + 1] = name end
+  if (conf[i + 1] or name == controlled) and default[i] and default[i] ~= '' then
+    code[#code + 1] = 'code_' .. name
+    code[#code + 1] = default[i]
   end
 end
 for _, v in ipairs({'run_time', table.concat(run_time, ','), 'controlled', controlled}) do
