@@ -230,6 +230,19 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         page.fill("#set-session", "900")
         page.locator("#settings button[type=submit]").click()
         page.wait_for_selector("#message:text-is('Done: changed session = 900')")
+        # What is set at run time says so, with the code's value; one button
+        # sets it all back (the console's `--reset`: not in the page before).
+        page.wait_for_selector("#set-session-origin", timeout=5000)
+        assert page.text_content("#set-session-origin") == f"set at run time; code: {ROOM.session:g} s"
+        assert page.text_content("#set-rate-origin") == f"set at run time; code: {ROOM.rate}"
+        assert page.get_attribute("#set-session", "aria-describedby") == "set-session-origin"
+        assert page.locator("#set-status-origin").count() == 0  # the code's
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.locator("#settings button", has_text="Reset to the code's").click()
+        page.wait_for_selector("#message:has-text('back to the code')")
+        stats = in_redis(redis_url, lambda store: store.stats("sale"))
+        assert (stats["run_time"], stats["session"]) == ([], ROOM.session * 1000)
+        page.wait_for_selector("#set-session-origin", state="detached")
 
         # A reset to the code's value says so in the log (it said "null").
         in_redis(redis_url, lambda store: store.configure("sale", session=None, who="ada"))
@@ -296,7 +309,7 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         failures += [f"login: {v['id']}" for v in results.response["violations"]]
         assert not failures, "\n".join(failures)
 
-    assert in_redis(redis_url, lambda store: store.stats("sale"))["rate"] == 7
+    assert in_redis(redis_url, lambda store: store.stats("sale"))["rate"] == ROOM.rate  # reset above, not since
 
 
 def signed_in_until(browser: Any, store: Store, selector: str) -> Any:

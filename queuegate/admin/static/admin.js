@@ -165,7 +165,14 @@
       .catch(function (err) { say(err.message, true); throw err; });
   }
   function describe(action, body, reply) {
-    if (action === "settings") return "changed " + Object.keys(body).map(function (k) { return k + " = " + body[k]; }).join(", ");
+    if (action === "settings") {
+      var names = Object.keys(body), set = names.filter(function (k) { return body[k] !== null; });
+      var reset = names.filter(function (k) { return body[k] === null && k !== "pinned"; });
+      var said = set.length ? ["changed " + set.map(function (k) { return k + " = " + body[k]; }).join(", ")] : [];
+      if (reset.length) said.push(reset.join(", ") + " back to the code's");
+      if (names.indexOf("pinned") >= 0 && body.pinned === null) said.push("given back to the controller");
+      return said.join("; ");
+    }
     if (action === "drain") return "drained " + reply.removed + " from the line";
     if (action === "seed") return "seed revealed";
     if (reply.held_a_place) return action + " " + body.visitor;
@@ -259,7 +266,10 @@
   }
   function settingsForm(stats) {
     var form = document.getElementById("settings");
-    if (form.contains(document.activeElement)) return;
+    // Not while a value is being typed; a button pressed (Apply, Reset)
+    // hands its focus to the new form's Apply.
+    var focused = form.contains(document.activeElement) ? document.activeElement : null;
+    if (focused && focused.tagName !== "BUTTON") return;
     clear(form);
     // Every run-time setting, with the bounds the API checks (checks.py):
     // [name, kind, label, extra attributes of its field].
@@ -302,9 +312,36 @@
       }
       form.appendChild(input);
       if (fixed && name === "target_ms") form.appendChild(el("p", { id: "no-target", "class": "note span" }, NO_TARGET));
+      // Where a value that is not the code's comes from: an operator, or
+      // the controller (queuegate show says the same).
+      var origin = whoSet(stats, name, kind);
+      if (origin) {
+        form.appendChild(el("p", { id: id + "-origin", "class": "note span origin" }, origin));
+        input.setAttribute("aria-describedby", ((input.getAttribute("aria-describedby") || "") + " " + id + "-origin").trim());
+      }
     });
-    var save = el("button", { type: "submit" }, "Apply changes");
-    form.appendChild(save);
+    var actions = el("div", { "class": "span row" });
+    actions.appendChild(el("button", { type: "submit" }, "Apply changes"));
+    var runTime = stats.run_time || [];
+    if (stats.pinned) {
+      var auto = el("button", { type: "button", "class": "quiet" }, "Give the " + (stats.rate > 0 ? "rate" : "capacity") + " back to the controller");
+      auto.addEventListener("click", function () { change(selected, "", { pinned: null }).then(loadDetail); });
+      actions.appendChild(auto);
+    }
+    if (runTime.length || stats.pinned) {
+      var reset = el("button", { type: "button", "class": "quiet" }, "Reset to the code's…");
+      reset.addEventListener("click", function () {
+        var body = {};
+        runTime.forEach(function (name) { body[name] = null; });
+        if (stats.pinned) body.pinned = null;
+        if (!window.confirm("Set " + (runTime.length ? runTime.join(", ") : "the room") + " of " + selected +
+          " back to the code's values" + (stats.pinned ? ", and give the controller its setting back" : "") + "?")) return;
+        change(selected, "", body).then(loadDetail);
+      });
+      actions.appendChild(reset);
+    }
+    form.appendChild(actions);
+    if (focused) actions.firstChild.focus();
     form.onsubmit = function (event) {
       event.preventDefault();
       var body = {}, shown = {};
@@ -325,6 +362,21 @@
         loadDetail();
       });
     };
+  }
+  // "set at run time; code: 600 s", "held by the health controller", or ""
+  // for a value that is the code's.
+  function whoSet(stats, name, kind) {
+    var code = (stats.code || {})[name];
+    if (stats.controlled === name) return "held by the health controller" + (code === undefined ? "" : "; code: " + shown(code, kind));
+    if ((stats.run_time || []).indexOf(name) < 0) return "";
+    return "set at run time" + (stats.pinned && name === (stats.rate > 0 ? "rate" : "capacity") ? ", pinned" : "") +
+      "; code: " + (code === undefined ? "not known" : shown(code, kind));
+  }
+  function shown(value, kind) {
+    if (kind === "seconds") return (value / 1000) + " s";
+    if (kind === "bool") return Number(value) ? "yes" : "no";
+    if (kind === "datetime") return Number(value) > 0 ? new Date(Number(value)).toLocaleString() : "none";
+    return String(value);
   }
   function visitorsList(visitors, stats) {
     var box = clear(document.getElementById("visitors"));
