@@ -369,8 +369,9 @@
     var code = (stats.code || {})[name];
     if (stats.controlled === name) return "held by the health controller" + (code === undefined ? "" : "; code: " + shown(code, kind));
     if ((stats.run_time || []).indexOf(name) < 0) return "";
-    return "set at run time" + (stats.pinned && name === (stats.rate > 0 ? "rate" : "capacity") ? ", pinned" : "") +
-      "; code: " + (code === undefined ? "not known" : shown(code, kind));
+    var said = "set at run time" + (stats.pinned && name === (stats.rate > 0 ? "rate" : "capacity") ? ", pinned" : "");
+    if (code === undefined) return said + "; code: not known";
+    return said + (shown(code, kind) === shown(stats[name], kind) ? ", the same as the code" : "; code: " + shown(code, kind));
   }
   function shown(value, kind) {
     if (kind === "seconds") return (value / 1000) + " s";
