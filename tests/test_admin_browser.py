@@ -309,7 +309,8 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         failures += [f"login: {v['id']}" for v in results.response["violations"]]
         assert not failures, "\n".join(failures)
 
-    assert in_redis(redis_url, lambda store: store.stats("sale"))["rate"] == ROOM.rate  # reset above, not since
+    # Reset to the code's above, and not changed since.
+    assert in_redis(redis_url, lambda store: store.stats("sale"))["rate"] == ROOM.rate
 
 
 def signed_in_until(browser: Any, store: Store, selector: str) -> Any:
@@ -651,7 +652,11 @@ def test_every_control_is_big_enough_for_a_finger_on_a_phone(redis_url: str, bro
     in_redis(redis_url, a_line)
     office_store = Store(connect(redis_url, 5.0))
     links = [("Shop", "/"), ("Docs", "/docs")]
-    office = {"links": links, "visitors_url": "http://127.0.0.1:9/", "rooms": [lottery, ADAPTIVE]}
+    office: dict[str, Any] = {
+        "links": links,
+        "visitors_url": "http://127.0.0.1:9/",
+        "rooms": [lottery, ADAPTIVE],
+    }
     with signed_in(browser, office_store, viewport=(390, 900), device=PHONE, **office) as (page, base):
         page.wait_for_selector("tr[data-room=sale]")
         page.locator("tr[data-room=sale] button", has_text="sale").click()
