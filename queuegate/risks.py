@@ -38,15 +38,13 @@ def risks(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
         rate, per = int(after["rate"]), int(after["per"])
         waiting = int(before["waiting"])  # (after it, the raise may have let them in)
         refills = math.ceil(waiting / rate)
-        line = (
-            "at the next refill"
-            if refills == 1
-            else f"within {refills:,} refills ({_seconds(refills * per)})"
-        )
+        when = "at the next refill"
+        if refills > 1:
+            when = f"within {refills:,} refills ({_seconds(refills * per)})"
+        line = f"; the {count(waiting, 'visitor')} waiting can {'all ' if waiting > 1 else ''}be in {when}"
         said.append(
             f"rate {rate:,} per {_seconds(per)} lets in {now / was:,.0f} times as many a second as before "
-            f"({before['rate']:,} per {_seconds(int(before['per']))})"
-            + (f"; the {count(waiting, 'visitor')} waiting can all be in {line}" if waiting else "")
+            f"({before['rate']:,} per {_seconds(int(before['per']))})" + (line if waiting else "")
         )
     session = int(after["session"])
     if 0 < session < SHORT_SESSION_MS and session != int(before["session"]):

@@ -27,6 +27,8 @@ def test_a_raise_says_how_soon_the_line_is_let_in() -> None:
         "rate 1,000 per 2 s lets in 50 times as many a second as before (10 per 1 s); "
         "the 25,000 visitors waiting can all be in within 25 refills (50 s)"
     )
+    (said,) = risks(room(waiting=1), room(rate=100))
+    assert said.endswith("(10 per 1 s); the 1 visitor waiting can be in at the next refill")
     (said,) = risks(room(), room(rate=100))
     assert said == "rate 100 per 1 s lets in 10 times as many a second as before (10 per 1 s)"
 
