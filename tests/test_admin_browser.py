@@ -613,6 +613,10 @@ def test_the_charts_show_large_figures_whole(redis_url: str, browser: Any, width
         assert labels["out"] == []
         legend = page.text_content("#live-chart .u-legend") or ""
         assert f"{waiting:,}" in legend, legend
+        # Waits in the unit that reads best: estimates of 83 days read "7M" seconds.
+        waits = page.evaluate("() => document.getElementById('waits-chart').uplot.axes[1].label")
+        assert waits == "days"
+        assert " d" in (page.text_content("#waits-chart .u-legend") or "")
         # The rooms table and the visitors' list group the digits too.
         assert page.text_content("tr[data-room=crowd] td:nth-child(3)") == f"{waiting:,}"
         assert page.text_content("#visitors li.more") == f"and {waiting - 10:,} more"

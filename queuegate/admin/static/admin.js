@@ -199,6 +199,8 @@
         [d[0], d[3], d[4], d[5]], "per");
     }
   }
+  // A duration's units, the scales charts.js names: [scale, ms].
+  var DURATION_UNITS = [["s", 1000], ["min", 60000], ["h", 3600000], ["d", 86400000]];
   // One point a minute, at its end; the current minute so far is the last
   // point, with the line as it stands now.
   function drawMinutes(minutes, stats) {
@@ -207,9 +209,15 @@
       if (m.current) { m = Object.assign({}, m, { waiting: stats.waiting, active: stats.active }); }
       t.push(m.current ? stats.now / 1000 : m.at / 1000 + 60); waiting.push(m.waiting); active.push(m.active);
       admitted.push(m.admitted); gaveUp.push(m.gave_up);
-      wait.push(m.wait_avg_ms === null ? null : m.wait_avg_ms / 1000);
-      eta.push(m.eta_max_ms < 0 ? null : m.eta_max_ms / 1000);
+      wait.push(m.wait_avg_ms === null ? null : m.wait_avg_ms);
+      eta.push(m.eta_max_ms < 0 ? null : m.eta_max_ms);
     });
+    // Waits in the unit that reads best for the longest: an axis of "6M"
+    // seconds was 69 days.
+    var longest = Math.max.apply(null, wait.concat(eta).filter(function (v) { return v !== null; }).concat([0]));
+    var unit = DURATION_UNITS.filter(function (u) { return longest >= 3 * u[1]; }).pop() || DURATION_UNITS[0];
+    wait = wait.map(function (v) { return v === null ? null : v / unit[1]; });
+    eta = eta.map(function (v) { return v === null ? null : v / unit[1]; });
     chart("minutes-chart", [
       { label: "waiting", stroke: "#2457d6", width: 2, scale: "people" },
       { label: "active", stroke: "#0f7a3d", width: 2, scale: "people" },
@@ -217,8 +225,8 @@
       { label: "gave up / min", stroke: "#b42318", width: 1.5, scale: "per" }],
       [t, waiting, active, admitted, gaveUp], "per");
     chart("waits-chart", [
-      { label: "wait of those admitted (mean)", stroke: "#2457d6", width: 2, scale: "s", spanGaps: true },
-      { label: "longest estimate given", stroke: "#b07a00", width: 1.5, scale: "s", dash: [6, 4], spanGaps: true }],
+      { label: "wait of those admitted (mean)", stroke: "#2457d6", width: 2, scale: unit[0], spanGaps: true },
+      { label: "longest estimate given", stroke: "#b07a00", width: 1.5, scale: unit[0], dash: [6, 4], spanGaps: true }],
       [t, wait, eta]);
   }
 

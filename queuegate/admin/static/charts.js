@@ -12,12 +12,14 @@
     // As wide as its card, never wider (a phone's card is under 300 px).
     var width = Math.max(160, node.clientWidth || 320);
     var existing = charts[id];
-    if (existing && existing.width === width && existing.series.length === series.length + 1 && existing.owner === owner) {
+    if (existing && existing.width === width && existing.series.length === series.length + 1 && existing.owner === owner &&
+        existing.series[1].scale === series[0].scale) {
       existing.setData(data);
     } else {
       if (existing) existing.destroy();
       while (node.firstChild) node.removeChild(node.firstChild);
-      var names = { s: "seconds", ms: "ms", people: "people", per: id === "health-chart" ? "admission" : "per minute" };
+      var names = { s: "seconds", min: "minutes", h: "hours", d: "days", ms: "ms", people: "people",
+        per: id === "health-chart" ? "admission" : "per minute" };
       // Times as the clock shows them, with room for each label (uPlot's
       // default puts a date under some and lets them run into each other).
       var axes = [{ space: 90, values: clockLabels },
@@ -50,7 +52,7 @@
   }
   // The legend shows the values under the pointer, else the newest ones
   // (uPlot's own shows "--" until the pointer is over the chart).
-  var UNITS = { ms: " ms", s: " s" };
+  var UNITS = { ms: " ms", s: " s", min: " min", h: " h", d: " d" };
   function legendValue(unit) {
     return function (u, v, i, idx) {
       var d = u.data[i];
