@@ -53,6 +53,12 @@ def risks(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
             f"{_seconds(session)} after coming in"
             + (", or after that long without a request (sliding)" if int(after["sliding"]) else "")
         )
+    held, was_held = after.get("controlled") or "", before.get("controlled") or ""
+    if held and was_held and held != was_held:
+        # (`--rate 0` beside a capacity: the operator's capacity became the
+        # controller's to move, without a word. A pin given back is not news.)
+        value = int(after[held])
+        said.append(f"the health controller now holds the {held} ({value:,}) and moves it from now on")
     capacity, active = int(after["capacity"]), int(after["active"])
     if 0 < capacity < active and capacity < int(before["capacity"] or active):
         said.append(

@@ -43,6 +43,14 @@ def test_a_short_session_is_said_once_and_a_sliding_one_as_such() -> None:
     )
 
 
+def test_the_controller_taking_another_setting_is_said() -> None:
+    before = room(rate=10, capacity=20, controlled="rate")
+    (said,) = risks(before, room(rate=0, capacity=20, controlled="capacity"))
+    assert said == "the health controller now holds the capacity (20) and moves it from now on"
+    assert risks(before, room(rate=0, capacity=20, controlled="")) == []  # pinned: nobody moves it
+    assert risks(room(controlled=""), room(controlled="rate")) == []  # given back (--auto)
+
+
 def test_only_a_capacity_lowered_under_those_inside_is_a_risk() -> None:
     assert risks(room(active=80, capacity=100), room(active=80, capacity=90)) == []
     assert risks(room(active=80, capacity=0), room(active=80, capacity=200)) == []
