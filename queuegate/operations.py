@@ -48,8 +48,9 @@ class Operations(Readings):
     async def release(self, room: RoomRef, visitor: str, *, now: int | None = None, who: str = "") -> bool:
         """The protected action is done: end the visitor's admission and free
         the slot for the next in line. ``False`` when they hold none (one
-        still in line stays there: :meth:`leave` takes them out). ``who``:
-        the operator who does it, for the activity log."""
+        still in line stays there, but in a passthrough room, which lets
+        them through: :meth:`leave` takes them out). ``who``: the operator
+        who does it, for the activity log."""
         return await self._remove(room, visitor, "released", now, who)
 
     async def leave(self, room: RoomRef, visitor: str, *, now: int | None = None, who: str = "") -> bool:

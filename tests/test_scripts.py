@@ -115,6 +115,26 @@ async def test_capacity_release_admits_next_at_once(store: Store) -> None:
     assert (stats["active"], stats["released"]) == (2, 1)
 
 
+async def test_a_release_ends_an_admission_and_leaves_one_in_line_there(store: Store) -> None:
+    """A release is the app's (or an operator's) word that the protected
+    action is done: of one still in line it took the place and counted
+    them as released. In a passthrough room, where one in line is let
+    through and released by the app when done, it still takes the place."""
+    room = rate_room(rate=1, per=3600.0, abandon=0)
+    for name in "ab":
+        await store.enter(room, name, now=T0)
+    assert not await store.release(room, "b", now=T0 + 1)
+    stats = await store.stats(room, now=T0 + 1)
+    assert (stats["waiting"], stats["released"]) == (1, 0)
+    assert (await store.enter(room, "b", now=T0 + 2)).rank == 0  # still there
+    await store.configure(room, status="passthrough", now=T0 + 3)
+    assert (await store.enter(room, "b", now=T0 + 4)).state == "pass"
+    assert await store.release(room, "b", now=T0 + 5)
+    await store.configure(room, status="open", now=T0 + 6)
+    stats = await store.stats(room, now=T0 + 6)
+    assert (stats["waiting"], stats["released"]) == (0, 1)
+
+
 async def test_leave_then_return_is_the_back(store: Store) -> None:
     room = rate_room(rate=1, per=60.0)
     for name in ("in", "a", "b", "c"):

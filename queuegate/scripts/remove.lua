@@ -1,7 +1,8 @@
 -- remove: take a visitor out of the room, from the line or from the active
 -- set, and give a freed slot to the next in line at once. Runs after advance.
 -- Used for `release` (the protected action is done: an admission ends; one
--- still in line is left there, as nothing was done) and `leave` (gave up,
+-- still in line is left there, as nothing was done, but in a passthrough
+-- room) and `leave` (gave up,
 -- or taken out); either way a later visit starts again at the back.
 --
 -- ARGV[4] visitor id
@@ -17,8 +18,10 @@ local id = ARGV[4]
 local seq = tonumber(redis.call('ZSCORE', KEYS[2], id))
 local held = 0
 -- A release of one still in line leaves them there (it counted them as
--- released and took their place).
-if not (seq and ARGV[5] == 'released') then
+-- released and took their place); but in a passthrough room, where one in
+-- line is let through (enter.lua) and the app releases them when done,
+-- it takes the place as before.
+if not (seq and ARGV[5] == 'released' and status ~= 'passthrough') then
   local was_active = redis.call('ZREM', KEYS[4], id)
   held = was_active + redis.call('ZREM', KEYS[2], id)
   if seq and ARGV[5] == 'left' then analytics_gave_up(seq, now) end
