@@ -12,10 +12,12 @@ from typing import Any
 
 from .console import count
 
-__all__ = ["risks"]
+__all__ = ["RISKS_UNKNOWN", "risks"]
 
 RAISE = 10  # a rate this many times the one before, in one change
 SHORT_SESSION_MS = 30_000  # a session shorter than a visit of a page or two
+# The change was made, and the room could not be read after it.
+RISKS_UNKNOWN = "the room could not be read after the change to say what it risks: check it with show"
 
 
 def _per_second(figures: Mapping[str, Any]) -> float:

@@ -237,6 +237,18 @@ async def test_a_change_that_may_flood_or_starve_the_room_is_made_and_said(store
         ]
 
 
+async def test_reset_all_sets_every_setting_back_in_one_call(store: Store) -> None:
+    async with signed_in(mounted(store, secret=SECRET)) as client:
+        await client.post("/ops/api/rooms/sale", json={"rate": 3, "session": 90})
+        assert (await store.stats("sale"))["run_time"] == ["rate", "per", "session"]
+        reset = await client.post("/ops/api/rooms/sale", json={"reset_all": True})
+        assert (reset.status_code, reset.json()["run_time"], reset.json()["rate"]) == (200, [], ROOM.rate)
+        kept = (await client.post("/ops/api/rooms/sale", json={"reset_all": True, "status": "paused"})).json()
+        assert (kept["run_time"], kept["status"]) == (["status"], "paused")
+        wrong = await client.post("/ops/api/rooms/sale", json={"reset_all": "yes"})
+        assert (wrong.status_code, wrong.json()["error"]) == (400, "reset_all must be true or false")
+
+
 async def test_a_room_named_dash_is_named_in_the_activity_list(store: Store) -> None:
     """The room name "-" is legal, and it was also what marked an entry of no
     one room (a run of virtual visitors): the page showed that room's

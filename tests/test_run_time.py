@@ -97,17 +97,23 @@ async def test_a_reset_of_the_pinned_rate_gives_it_back_to_the_controller(store:
     """`set --rate 5` pins the controller's rate; `set --reset rate` put the
     code's rate back and left it pinned there (the controller frozen, and
     `list` named nothing set at run time: a launch-day runbook's trial).
-    The reset unpins, as the code has it; `per` alone still does not."""
+    The reset unpins, as the code has it: of the rate, or of `per`, which
+    resets the pair; a rate given beside it pins again."""
     room = flash(rate=10, per=1.0, target=Health(p95_ms=300))
     await store.stats(room, now=T0)
-    assert await store.configure(room, rate=5, now=T0) == {"rate": "5", "per": "1000", "pinned": "1"}
-    assert await store.configure(room, per=None, now=T0) == {"per": "", "rate": ""}
-    stats = await store.stats(room, now=T0)
-    assert (stats["rate"], stats["pinned"], stats["controlled"]) == (10, 1, "")  # still pinned
+    for reset in ({"rate": None}, {"per": None}, {"rate": None, "per": 2.0}):
+        assert await store.configure(room, rate=5, now=T0) == {"rate": "5", "per": "1000", "pinned": "1"}
+        written = await store.configure(room, **reset, now=T0)  # type: ignore[arg-type]
+        assert written["pinned"] == "", reset
+        stats = await store.stats(room, now=T0)
+        assert (stats["rate"], stats["pinned"], stats["controlled"]) == (10, 0, "rate"), reset
+        await store.configure(room, per=None, now=T0)
     await store.configure(room, rate=5, now=T0)
-    assert await store.configure(room, rate=None, now=T0) == {"rate": "", "per": "", "pinned": ""}
-    stats = await store.stats(room, now=T0)
-    assert (stats["rate"], stats["pinned"], stats["controlled"], stats["run_time"]) == (10, 0, "rate", [])
+    await store.configure(room, rate=None, now=T0)
+    assert (await store.stats(room, now=T0))["run_time"] == []
+    await store.configure(room, rate=5, now=T0)
+    assert await store.configure(room, per=None, rate=7, now=T0) == {"per": "1000", "rate": "7"}
+    assert (await store.stats(room, now=T0))["pinned"] == 1
 
 
 async def test_per_alone_leaves_the_rate_the_controller_holds(store: Store) -> None:

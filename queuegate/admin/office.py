@@ -24,7 +24,7 @@ from starlette.websockets import WebSocketClose
 
 from ..checks import ROOM_SETTINGS, ConfigError
 from ..readings import each_room
-from ..risks import risks
+from ..risks import RISKS_UNKNOWN, risks
 from ..rooms import Rooms
 from ..settings import Room
 from ..store import Store, StoreError, UnknownRoom
@@ -250,12 +250,21 @@ class BackOffice:
     async def configure(self, request: Request, who: str) -> Response:
         name = request.path_params["room"]
         changes = await _json(request)
+        # `reset_all: true`: every setting back to the code's, and a pin
+        # removed, read and written in one script (`queuegate set --reset all`).
+        reset_all = changes.pop("reset_all", False)
+        if not isinstance(reset_all, bool):
+            raise ConfigError("reset_all must be true or false")
         unknown = sorted(set(changes) - SETTABLE)
         if unknown:
             raise ConfigError(f"cannot set {', '.join(unknown)} here")
         before = await self.store.stats(name)  # an unknown room fails here, before anything is written
-        await self.store.configure(name, who=who, **changes)  # logged by the same call
-        after = await self.store.stats(name)
+        await self.store.configure(name, who=who, reset_all=reset_all, **changes)  # logged by the same call
+        try:
+            after = await self.store.stats(name)
+        except StoreError:
+            # Made: only what it risks is not known (a read after it failed).
+            return JSONResponse({"room": name, "warnings": [RISKS_UNKNOWN]})
         return JSONResponse({"room": name, **after, "warnings": risks(before, after)})
 
     async def visitor_action(self, request: Request, who: str) -> Response:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..console import clock, count
-from ..risks import risks
+from ..risks import RISKS_UNKNOWN, risks
 from ..settings import ROOM_SETTINGS
 from ..stats import readable
 from ..store import StoreError, UnknownRoom
@@ -48,7 +48,11 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
     # a pin another operator makes meanwhile is reset, or made after it.
     before = await ask(ask.store.stats(args.room))
     written = await ask(ask.store.configure(args.room, reset_all=reset_all, **changes))
-    warnings = "".join(f"\nwarning: {risk}" for risk in risks(before, await ask(ask.store.stats(args.room))))
+    try:
+        said_risks = risks(before, await ask(ask.store.stats(args.room)))
+    except StoreError:
+        said_risks = [RISKS_UNKNOWN]  # made: a failure now is not "nothing changed"
+    warnings = "".join(f"\nwarning: {risk}" for risk in said_risks)
     if reset_all:
         were = written.pop("reset_all").replace(",", ", ") or "none"
         kept = {name: value for name, value in written.items() if value != ""}

@@ -80,14 +80,6 @@ if reset_all then
   end
 end
 
--- A reset of the setting a pin holds (`--reset rate`) gives it back to the
--- controller, as the code has it: it put the code's value back and left
--- it pinned there, the controller frozen, and only `show` said so.
-if given.pinned == nil and given[controlled_field()] == '' and redis.call('HGET', KEYS[5], 'pinned') then
-  given.pinned = ''
-  order[#order + 1] = 'pinned'
-end
-
 local CONTROLLER = {max_errors = true, floor = true, ceiling = true, settle = true}
 for _, field in ipairs(order) do
   local value = given[field]
@@ -132,6 +124,17 @@ elseif pair_rate ~= nil or pair_per ~= nil then
   end
   if given.rate == nil then order[#order + 1] = 'rate' end
   if given.per == nil then order[#order + 1] = 'per' end
+end
+
+-- A reset of the setting a pin holds gives it back to the controller, as
+-- the code has it: `--reset rate` (or `--reset per`, which resets the pair)
+-- put the code's value back and left it pinned there, the controller
+-- frozen, and only `show` said so.
+local pin_holds = controlled_field()
+if given.pinned == nil and redis.call('HGET', KEYS[5], 'pinned') and (pin_holds == 'rate'
+    and (given.rate == '' or pair_rate == '') or pin_holds == 'capacity' and given.capacity == '') then
+  given.pinned = ''
+  order[#order + 1] = 'pinned'
 end
 
 -- A change of the rate, its interval or the capacity that leaves a room

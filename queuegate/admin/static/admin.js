@@ -10,6 +10,7 @@
   var CONTROLLER = ["target_ms", "max_errors", "floor", "ceiling", "settle"];
   var live = {}; // room -> [[t s], [waiting], [active], [p95 ms], [target ms], [rate or capacity]]
   var selected = null, editing = false, detail = null;
+  var pressed = null; // the settings form's button whose change just came back
   // The log's times with their zone: operators on one call read them from
   // several (the console says UTC).
   var WHEN = { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
@@ -165,6 +166,7 @@
       .catch(function (err) { say(err.message, true); throw err; });
   }
   function describe(action, body, reply) {
+    if (action === "settings" && body.reset_all) return "every setting back to the code's";
     if (action === "settings") {
       var names = Object.keys(body), set = names.filter(function (k) { return body[k] !== null; });
       var reset = names.filter(function (k) { return body[k] === null && k !== "pinned"; });
@@ -274,10 +276,13 @@
   }
   function settingsForm(stats) {
     var form = document.getElementById("settings");
-    // Not while a value is being typed; a button pressed (Apply, Reset)
-    // hands its focus to the new form's Apply.
+    // Not while the focus is in the form (a value typed, a button about to
+    // be pressed), but just after one of its buttons did its change: then
+    // made again, the focus back on that button (or Apply, if it is gone).
     var focused = form.contains(document.activeElement) ? document.activeElement : null;
-    if (focused && focused.tagName !== "BUTTON") return;
+    if (focused && !(focused.tagName === "BUTTON" && pressed === focused.textContent)) return;
+    var again = focused ? pressed : null;
+    pressed = null;
     clear(form);
     // Every run-time setting, with the bounds the API checks (checks.py):
     // [name, kind, label, extra attributes of its field].
@@ -333,23 +338,27 @@
     var runTime = stats.run_time || [];
     if (stats.pinned) {
       var auto = el("button", { type: "button", "class": "quiet" }, "Give the " + (stats.rate > 0 ? "rate" : "capacity") + " back to the controller");
-      auto.addEventListener("click", function () { change(selected, "", { pinned: null }).then(loadDetail); });
+      auto.addEventListener("click", function () {
+        change(selected, "", { pinned: null }).then(function () { pressed = auto.textContent; loadDetail(); });
+      });
       actions.appendChild(auto);
     }
     if (runTime.length || stats.pinned) {
       var reset = el("button", { type: "button", "class": "quiet" }, "Reset to the code's…");
       reset.addEventListener("click", function () {
-        var body = {};
-        runTime.forEach(function (name) { body[name] = null; });
-        if (stats.pinned) body.pinned = null;
         if (!window.confirm("Set " + (runTime.length ? runTime.join(", ") : "the room") + " of " + selected +
           " back to the code's values" + (stats.pinned ? ", and give the controller its setting back" : "") + "?")) return;
-        change(selected, "", body).then(loadDetail);
+        // What is set is read in the same script that resets it (configure.lua):
+        // a change another operator makes meanwhile is reset too, or after.
+        change(selected, "", { reset_all: true }).then(function () { pressed = reset.textContent; loadDetail(); });
       });
       actions.appendChild(reset);
     }
     form.appendChild(actions);
-    if (focused) actions.firstChild.focus();
+    if (again !== null) {
+      var same = Array.prototype.filter.call(actions.children, function (b) { return b.textContent === again; })[0];
+      (same || actions.firstChild).focus();
+    }
     form.onsubmit = function (event) {
       event.preventDefault();
       var body = {}, shown = {};
@@ -367,6 +376,7 @@
         // Applied: what the form shows is the room's now (a form kept while
         // it has the focus sent the same change again with the next one).
         Object.assign(before, shown);
+        pressed = "Apply changes";
         loadDetail();
       });
     };
