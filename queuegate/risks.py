@@ -36,9 +36,12 @@ def risks(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     ``Store.stats`` gives them), in a sentence; none when nothing changed."""
     said = []
     was, now = _per_second(before), _per_second(after)
+    waiting = int(before["waiting"])  # (after it, the raise may have let them in)
+    # How soon the line goes in, said only where the rate alone decides it
+    # (an open room without a capacity, not before its opening).
+    by_rate = after["status"] == "open" and int(after["capacity"]) == 0 and not int(after["prequeue"])
     if was > 0 and now >= RAISE * was:
         rate, per = int(after["rate"]), int(after["per"])
-        waiting = int(before["waiting"])  # (after it, the raise may have let them in)
         refills = math.ceil(waiting / rate)
         when = "at the next refill"
         if refills > 1:
@@ -46,8 +49,11 @@ def risks(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
         line = f"; the {count(waiting, 'visitor')} waiting can {'all ' if waiting > 1 else ''}be in {when}"
         said.append(
             f"rate {rate:,} per {_seconds(per)} lets in {now / was:,.0f} times as many a second as before "
-            f"({before['rate']:,} per {_seconds(int(before['per']))})" + (line if waiting else "")
+            f"({before['rate']:,} per {_seconds(int(before['per']))})" + (line if waiting and by_rate else "")
         )
+    elif was > 0 and int(after["rate"]) == 0:
+        bound = f"only the capacity ({int(after['capacity']):,} at once) bounds who is let in"
+        said.append(f"rate 0: no limit by rate; {bound}")
     session = int(after["session"])
     if 0 < session < SHORT_SESSION_MS and session != int(before["session"]):
         said.append(

@@ -8,7 +8,17 @@ from typing import Any
 
 from queuegate.risks import risks
 
-ROOM = {"rate": 10, "per": 1000, "waiting": 0, "active": 0, "capacity": 0, "session": 600_000, "sliding": 0}
+ROOM = {
+    "rate": 10,
+    "per": 1000,
+    "waiting": 0,
+    "active": 0,
+    "capacity": 0,
+    "session": 600_000,
+    "sliding": 0,
+    "status": "open",
+    "prequeue": 0,
+}
 
 
 def room(**figures: Any) -> dict[str, Any]:
@@ -27,10 +37,20 @@ def test_a_raise_says_how_soon_the_line_is_let_in() -> None:
         "rate 1,000 per 2 s lets in 50 times as many a second as before (10 per 1 s); "
         "the 25,000 visitors waiting can all be in within 25 refills (50 s)"
     )
+    # Where more than the rate decides it, the raise alone is said.
+    for other in ({"capacity": 50}, {"status": "paused"}, {"prequeue": 1}):
+        (said,) = risks(room(waiting=25_000), room(rate=1000, **other))
+        assert said == "rate 1,000 per 1 s lets in 100 times as many a second as before (10 per 1 s)", other
     (said,) = risks(room(waiting=1), room(rate=100))
     assert said.endswith("(10 per 1 s); the 1 visitor waiting can be in at the next refill")
     (said,) = risks(room(), room(rate=100))
     assert said == "rate 100 per 1 s lets in 10 times as many a second as before (10 per 1 s)"
+
+
+def test_a_rate_taken_away_is_said() -> None:
+    (said,) = risks(room(capacity=40), room(rate=0, capacity=40))
+    assert said == "rate 0: no limit by rate; only the capacity (40 at once) bounds who is let in"
+    assert risks(room(rate=0, capacity=40), room(rate=0, capacity=30)) == []  # none before either
 
 
 def test_a_short_session_is_said_once_and_a_sliding_one_as_such() -> None:
@@ -45,9 +65,12 @@ def test_a_short_session_is_said_once_and_a_sliding_one_as_such() -> None:
 
 def test_the_controller_taking_another_setting_is_said() -> None:
     before = room(rate=10, capacity=20, controlled="rate")
-    (said,) = risks(before, room(rate=0, capacity=20, controlled="capacity"))
-    assert said == "the health controller now holds the capacity (20) and moves it from now on"
-    assert risks(before, room(rate=0, capacity=20, controlled="")) == []  # pinned: nobody moves it
+    no_rate = "rate 0: no limit by rate; only the capacity (20 at once) bounds who is let in"
+    assert risks(before, room(rate=0, capacity=20, controlled="capacity")) == [
+        no_rate,
+        "the health controller now holds the capacity (20) and moves it from now on",
+    ]
+    assert risks(before, room(rate=0, capacity=20, controlled="")) == [no_rate]  # pinned: nobody moves it
     assert risks(room(controlled=""), room(controlled="rate")) == []  # given back (--auto)
 
 

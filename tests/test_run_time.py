@@ -103,7 +103,7 @@ async def test_a_reset_of_the_pinned_rate_gives_it_back_to_the_controller(store:
     await store.stats(room, now=T0)
     for reset in ({"rate": None}, {"per": None}, {"rate": None, "per": 2.0}):
         assert await store.configure(room, rate=5, now=T0) == {"rate": "5", "per": "1000", "pinned": "1"}
-        written = await store.configure(room, **reset, now=T0)  # type: ignore[arg-type]
+        written = await store.configure(room, **reset, now=T0)
         assert written["pinned"] == "", reset
         stats = await store.stats(room, now=T0)
         assert (stats["rate"], stats["pinned"], stats["controlled"]) == (10, 0, "rate"), reset
