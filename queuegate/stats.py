@@ -18,7 +18,7 @@ __all__ = ["DURATIONS", "decode_stats", "described", "figure", "in_people_units"
 
 # Settings kept in ms in Redis, and given in seconds to people.
 DURATIONS = ("per", "session", "abandon", "settle", "forget")
-TEXTS = ("status", "method", "seed_sha256", "health_reason", "health_changed", "controlled")
+TEXTS = ("status", "method", "seed_sha256", "health_reason", "health_changed", "controlled", "pinned_setting")
 
 
 def figure(key: str, value: str) -> Any:

@@ -40,6 +40,7 @@ SINGULAR_TEXTS = [
     RETRYING,
     TAB_TITLE,
     "unknown for now",
+    "paused for now; your place is kept",
     "a few seconds",
     "nobody: you are next",
 ]
@@ -49,6 +50,17 @@ def catalog(code: str):  # type: ignore[no-untyped-def]
     path = files("queuegate").joinpath("locales", code, "LC_MESSAGES", "queuegate.po")
     with path.open("rb") as po:
         return read_po(po, locale=code)
+
+
+def test_the_template_has_every_text_the_catalogs_have() -> None:
+    """A new text put in the catalogs and not in the template (the paused
+    line's) would be marked obsolete in every catalog by the next
+    ``pybabel update``, and the pages would fall back to English."""
+    with files("queuegate").joinpath("locales", "queuegate.pot").open("rb") as pot:
+        template = {message.id if isinstance(message.id, str) else message.id[0] for message in read_po(pot)}
+    for code in LANGUAGES:
+        found = {message.id if isinstance(message.id, str) else message.id[0] for message in catalog(code)}
+        assert found - {""} == template - {""}, code
 
 
 @pytest.mark.parametrize("code", LANGUAGES)

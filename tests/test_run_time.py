@@ -113,7 +113,8 @@ async def test_a_reset_of_the_pinned_rate_gives_it_back_to_the_controller(store:
     assert (await store.stats(room, now=T0))["run_time"] == []
     await store.configure(room, rate=5, now=T0)
     assert await store.configure(room, per=None, rate=7, now=T0) == {"per": "1000", "rate": "7"}
-    assert (await store.stats(room, now=T0))["pinned"] == 1
+    stats = await store.stats(room, now=T0)
+    assert (stats["pinned"], stats["pinned_setting"]) == (1, "rate")  # (the back office names it)
 
 
 async def test_per_alone_leaves_the_rate_the_controller_holds(store: Store) -> None:

@@ -289,7 +289,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     for name, text in (
-        ("release", "end an admitted visitor's session: their slot goes to the next in line"),
+        ("release", "end an admitted visitor's session (with a capacity, the next in line gets the place)"),
         ("remove", "take a visitor out of the room, from the line or inside"),
     ):
         sub = commands.add_parser(name, help=text)

@@ -86,7 +86,9 @@ end
 local more = {
   'target_ms', target_ms, 'max_errors', max_errors, 'floor', adapt_floor, 'ceiling', adapt_ceiling,
   'settle', settle,
-  'pinned', pinned and 1 or 0, 'p95_ms', health[1] or -1, 'first_byte_p95_ms', health[2] or -1,
+  -- (What a pin holds: the rate, or the capacity of a room without one.)
+  'pinned', pinned and 1 or 0, 'pinned_setting', pinned and controlled_field() or '',
+  'p95_ms', health[1] or -1, 'first_byte_p95_ms', health[2] or -1,
   'error_rate', health[3] or 0, 'samples', health[4] or 0, 'health_reason', health[5] or '',
   'health_changed', health[6] or '', 'health_changed_at', health[7] or 0,
   'out_of_reach_ms', out_of_reach,

@@ -336,8 +336,9 @@
     var actions = el("div", { "class": "span row" });
     actions.appendChild(el("button", { type: "submit" }, "Apply changes"));
     var runTime = stats.run_time || [];
-    if (stats.pinned) {
-      var auto = el("button", { type: "button", "class": "quiet" }, "Give the " + (stats.rate > 0 ? "rate" : "capacity") + " back to the controller");
+    // (A pin left by a deploy that had a target, with none now: Reset removes it.)
+    if (stats.pinned && stats.target_in_code) {
+      var auto = el("button", { type: "button", "class": "quiet" }, "Give the " + stats.pinned_setting + " back to the controller");
       auto.addEventListener("click", function () {
         change(selected, "", { pinned: null }).then(function () { pressed = auto.textContent; loadDetail(); });
       });
@@ -387,7 +388,7 @@
     var code = (stats.code || {})[name];
     if (stats.controlled === name) return "held by the health controller" + (code === undefined ? "" : "; code: " + shown(code, kind));
     if ((stats.run_time || []).indexOf(name) < 0) return "";
-    var said = "set at run time" + (stats.pinned && name === (stats.rate > 0 ? "rate" : "capacity") ? ", pinned" : "");
+    var said = "set at run time" + (stats.pinned && name === stats.pinned_setting ? ", pinned" : "");
     if (code === undefined) return said + "; code: not known";
     return said + (shown(code, kind) === shown(stats[name], kind) ? ", the same as the code" : "; code: " + shown(code, kind));
   }
@@ -446,6 +447,9 @@
       }
       node.appendChild(item);
     });
+    // A stop for the keyboard only while it scrolls (axe: a scrollable
+    // region must be reachable), not a stop that does nothing.
+    if (node.scrollHeight > node.clientHeight) node.setAttribute("tabindex", "0"); else node.removeAttribute("tabindex");
   }
   // The seed matters only to a room that draws: a lottery, or a scheduled
   // opening whose early comers are shuffled; or one that drew (a lottery
