@@ -76,7 +76,14 @@ def shows(page: Page, text: str) -> bool:
         return False
 
 
-def test_a_visitor_waits_watches_the_line_move_and_buys(shop: str) -> None:
+def console(*args: str, redis_url: str) -> None:
+    """``queuegate ARGS`` against the demo's Redis, as an operator runs it."""
+    env = {**os.environ, "QUEUEGATE_REDIS_URL": redis_url}
+    done = subprocess.run([sys.executable, "-m", "queuegate", *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_visitor_waits_watches_the_line_move_and_buys(shop: str, redis_url: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     holder, ahead = httpx.Client(), httpx.Client()
     with sync_playwright() as playwright:
@@ -115,6 +122,19 @@ def test_a_visitor_waits_watches_the_line_move_and_buys(shop: str) -> None:
             # Bob, behind her, has moved up without reloading.
             bob.wait_for_function(
                 "() => Number(document.getElementById('qg-position')?.textContent) < 3", timeout=10_000
+            )
+
+            # The operator pauses the line: Bob's page says so by itself, and
+            # says it to a screen reader; opened again, it moves on.
+            console("set", "checkout", "--status", "paused", redis_url=redis_url)
+            paused = "paused for now; your place is kept"
+            bob.wait_for_function(
+                f"() => document.getElementById('qg-say')?.textContent === {paused!r}", timeout=10_000
+            )
+            assert bob.text_content("#qg-eta") == paused
+            console("set", "checkout", "--status", "open", redis_url=redis_url)
+            bob.wait_for_function(
+                f"() => document.getElementById('qg-eta')?.textContent !== {paused!r}", timeout=10_000
             )
 
             # The back office: virtual visitors crowd in, the numbers follow live.
