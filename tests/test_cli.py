@@ -101,6 +101,10 @@ async def test_a_room_name_not_there_is_said_with_the_rooms_that_are(busy_room: 
         "queuegate: no room named 'Sale' under the key prefix 'qg' has been used yet"
         f" (did you mean 'sale'? rooms there: sale), on Redis at {redacted(busy_room)}\n"
     )
+    # So does a watch's first look, which ends there.
+    watched = cli("show", "Sale", "--watch", "1", url=busy_room)
+    assert watched.returncode == 1
+    assert "(did you mean 'sale'? rooms there: sale)" in watched.stderr
 
 
 @pytest.mark.anyio

@@ -186,10 +186,16 @@ COMMANDS: dict[str, Callable[[Bounded, argparse.Namespace], Awaitable[Output]]] 
 
 async def _run(args: argparse.Namespace, url: str) -> Output:
     async with opened(args, url) as ask:
-        try:
-            return await COMMANDS[args.command](ask, args)
-        except UnknownRoom as exc:
-            raise UnknownRoom(f"{exc}{await _rooms_there(ask, getattr(args, 'room', ''))}") from None
+        return await rooms_named(ask, args, COMMANDS[args.command](ask, args))
+
+
+async def rooms_named(ask: Bounded, args: argparse.Namespace, call: Awaitable[Output]) -> Output:
+    """``call``'s output; a room it does not find is said with the rooms
+    that are there."""
+    try:
+        return await call
+    except UnknownRoom as exc:
+        raise UnknownRoom(f"{exc}{await _rooms_there(ask, getattr(args, 'room', ''))}") from None
 
 
 async def _rooms_there(ask: Bounded, asked: str) -> str:

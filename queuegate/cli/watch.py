@@ -24,7 +24,7 @@ from rich.text import Text
 
 from ..console import clock, duration, make_console, show
 from ..store import StoreError, UnknownRoom, redacted
-from .commands import COMMANDS
+from .commands import COMMANDS, rooms_named
 from .session import Bounded, Output, opened
 from .views import _list
 
@@ -70,7 +70,7 @@ async def _rounds(args: argparse.Namespace, url: str, console: Console) -> None:
 
     async with opened(args, url) as ask:
         started = time.monotonic()
-        output = await _view(ask, args)  # a first failure is the command's
+        output = await rooms_named(ask, args, _view(ask, args))  # a first failure is the command's
         trouble, failing_since = "", ""
         while True:
             _draw(console, args, output, trouble)
