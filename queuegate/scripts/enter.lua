@@ -24,7 +24,7 @@
 --              process until expiry_ms (a fixed session, an anonymous
 --              visitor): its early end is published on <base>revoked
 --              (remove.lua, configure.lua; see queuegate/admissions.py)
---   'waiting'  rank (0-based), count, eta_ms (-1 = unknown), poll_ms, joined,
+--   'waiting'  rank (0-based), count, eta_ms (-1 = unknown, -2 = paused), poll_ms, joined,
 --              method, arrival number (the visitor's place; see view.lua)
 --   'prequeue' opens_at_ms, count, poll_ms, joined, seed_sha256
 --   'closed'   in_line: 1 for a visitor who holds a place (kept), else 0;

@@ -24,9 +24,10 @@ end
 -- Estimated wait (ms) for a visitor with `ahead` people in front, PAUSED in a
 -- paused room (the page says so: the operator holds the line, their place
 -- is kept), or -1 when nothing else bounds it (closed, or a capacity room
--- with sliding sessions and no session ended yet). A capacity room waits for sessions to end: at the rate
--- they were measured to end, and with fixed sessions never longer than the
--- rounds of full sessions it takes. In a lottery, `ahead` is half the line.
+-- with sliding sessions and no session ended yet). A capacity room waits
+-- for sessions to end: at the rate they were measured to end, and with
+-- fixed sessions never longer than the rounds of full sessions it takes.
+-- In a lottery, `ahead` is half the line.
 local PAUSED = -2
 local function estimate(ahead, r, crowd)
   if r.status == 'paused' then return PAUSED end

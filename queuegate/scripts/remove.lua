@@ -2,8 +2,8 @@
 -- set, and give a freed slot to the next in line at once. Runs after advance.
 -- Used for `release` (the protected action is done: an admission ends; one
 -- still in line is left there, as nothing was done, but in a passthrough
--- room) and `leave` (gave up,
--- or taken out); either way a later visit starts again at the back.
+-- room) and `leave` (gave up, or taken out); either way a later visit
+-- starts again at the back.
 --
 -- ARGV[4] visitor id
 -- ARGV[5] counter to increment in the state hash ('released' or 'left')
