@@ -34,6 +34,7 @@ from queuegate.embedded import free_port
 from queuegate.store import connect
 
 from .conftest import MakeGate, client_for, wait_for_http
+from .servers.proxies import DelayingProxy
 
 SALE = Room("sale", paths=["/checkout*"], rate=2, per=60.0)
 ADAPTIVE = Room("adaptive", paths=["/a"], rate=5, per=1.0, target=Health(p95_ms=400))
@@ -762,3 +763,35 @@ async def test_a_change_that_may_flood_or_starve_the_room_is_said_and_made(busy_
         "warning: capacity 1 with 5 sessions active: nobody new is let in until 5 sessions end"
     ]
     assert cli("set", "sale", "--capacity", "1", url=busy_room).stdout.count("warning") == 0  # as it was
+
+
+@pytest.mark.anyio
+async def test_a_change_made_and_not_read_after_says_so_and_is_no_failure(
+    server_url: str, redis_url: str, store: Store
+) -> None:
+    """The look after a change, for what it risks, can fail once the change
+    is made: it failed the command (status 1, "nothing changed" by the
+    docs) and an operator might make the change again. Redis goes silent
+    right after the change here, behind a proxy."""
+    await store.enter(SALE, "a")
+    proxy = DelayingProxy(int(server_url.rsplit(":", 1)[1].split("/")[0]))
+    await proxy.start()
+    args = _parser().parse_args(["set", "sale", "--rate", "3", "--timeout", "0.5"])
+    try:
+        async with opened(args, f"redis://127.0.0.1:{proxy.port}/0") as ask:
+            configure = ask.store.configure
+
+            async def then_silent(*given: Any, **changes: Any) -> dict[str, str]:
+                written = await configure(*given, **changes)
+                proxy.flowing.clear()  # a black hole from now on
+                return written
+
+            ask.store.configure = then_silent  # type: ignore[method-assign]
+            said = await _set(ask, args)
+    finally:
+        await proxy.close()
+    assert said == (
+        "sale: rate=3, per=60.0 (per kept with it: rate and per are one pair)\n"
+        "warning: the room could not be read after the change to say what it risks: check it with show"
+    )
+    assert (await store.stats("sale"))["rate"] == 3
