@@ -224,6 +224,15 @@ async def _rooms_named(url: str, names: list[str]) -> None:
         await store.aclose()
 
 
+@pytest.mark.anyio
+async def test_a_change_at_a_terminal_names_the_redis_it_changed(busy_room: str) -> None:
+    # (A console pointed at staging taken for production's said only "sale: status=paused".)
+    shown = on_a_terminal(100, "set", "sale", "--status", "paused", url=busy_room)
+    assert shown == f"sale: status=paused\n(on Redis at {redacted(busy_room)}, key prefix 'qg')\n"
+    piped = cli("set", "sale", "--status", "open", url=busy_room)
+    assert piped.stdout == "sale: status=open\n"  # what scripts read, as before
+
+
 def test_help_is_plain_text() -> None:
     for args in ((), ("show",), ("simulate",), ("set",)):
         shown = cli(*args, "--help", url=None)

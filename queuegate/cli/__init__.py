@@ -54,6 +54,10 @@ def _serve_admin(args: argparse.Namespace, url: str) -> int:
     return 0
 
 
+# The commands that change a room (their output says where, on a terminal).
+CHANGES = frozenset({"set", "release", "remove", "drain", "forget"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "simulate":
@@ -85,6 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(output)
         else:
             show(output)
+        if args.command in CHANGES and sys.stdout.isatty():
+            # Which Redis was changed, for the operator at a terminal (a
+            # staging console taken for production's); scripts read the
+            # output as before.
+            print(f"(on Redis at {redacted(url)}, key prefix {args.prefix!r})")
         sys.stdout.flush()
     except BrokenPipeError:
         # Piped into a reader that stopped early (`| head`): not an error of
