@@ -142,8 +142,8 @@ class Pages:
     ``waiting_template`` replaces the waiting page: a ``string.Template`` text
     with the placeholders ``$title`` (the room's, empty if it has none;
     ``$room_line`` is the built-in page's line for it), ``$position``,
-    ``$ahead_text``,
-    ``$eta_text``, ``$position_label``, ``$ahead_label``, ``$updated``,
+    ``$ahead_text``, ``$eta_text``, ``$line_state`` (``paused`` while the
+    line is paused, else empty), ``$position_label``, ``$ahead_label``, ``$updated``,
     ``$status_url``, ``$leave_url`` and ``$poll_seconds`` (all HTML-escaped),
     and ``$style``, the built-in page's stylesheet.
     """
@@ -272,6 +272,7 @@ class Pages:
                 _escaped(language.text(LOTTERY_AHEAD)) if lottery else language.ahead_html(outcome.rank)
             ),
             "eta_text": language.eta_html(outcome.eta_ms),
+            "line_state": "paused" if outcome.eta_ms == PAUSED_ETA else "",
         }
         return Page(status, headers, moment.fill(own))
 

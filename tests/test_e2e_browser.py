@@ -132,6 +132,7 @@ def test_a_visitor_waits_watches_the_line_move_and_buys(shop: str, redis_url: st
                 f"() => document.getElementById('qg-say')?.textContent === {paused!r}", timeout=10_000
             )
             assert bob.text_content("#qg-eta") == paused
+            assert bob.evaluate("() => document.getElementById('qg').classList.contains('paused')")
             console("set", "checkout", "--status", "open", redis_url=redis_url)
             bob.wait_for_function(
                 f"() => document.getElementById('qg-eta')?.textContent !== {paused!r}", timeout=10_000

@@ -467,9 +467,11 @@ async def test_a_paused_line_tells_those_waiting_it_is_paused(make_gate: MakeGat
         assert said["eta_text"] == "paused for now; your place is kept"
         page = await waiting.get("/checkout", headers={"accept-language": "he"})
         assert 'id="qg-eta">מושהה כרגע; המקום שלכם שמור<' in page.text
+        assert '<main id="qg" class="paused"' in page.text  # its dots stand still
         await gate.rooms["sale"].configure(status="open")
         said = (await waiting.get("/checkout", headers=json_)).json()
         assert (said["position"], said["paused"], said["eta_text"]) == (1, False, "about 60 minutes")
+        assert '<main id="qg" class=""' in (await waiting.get("/checkout")).text
 
 
 async def test_a_place_kept_through_a_closing_longer_than_abandon_is_still_there(make_gate: MakeGate) -> None:
