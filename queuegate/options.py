@@ -138,14 +138,14 @@ class Settings:
         if not self.secret_keys:
             raise ConfigError(
                 "secret_key is not set: pass secret_key=... or set QUEUEGATE_SECRET_KEY (16 or more random "
-                "characters, the same in every process; make one with: python -c 'import secrets; "
+                "characters, the same in every process; make one with: python3 -c 'import secrets; "
                 "print(secrets.token_urlsafe(32))')"
             )
         for key in self.secret_keys:
             if not isinstance(key, str) or len(key) < MIN_SECRET_LENGTH:
                 raise ConfigError(
                     f"secret_key: each key must be a string of at least {MIN_SECRET_LENGTH} "
-                    "characters (generate one with: python -c 'import secrets; "
+                    "characters (generate one with: python3 -c 'import secrets; "
                     "print(secrets.token_urlsafe(32))')"
                 )
         names = [room.name for room in self.rooms]
