@@ -130,6 +130,10 @@ async def test_list_and_show(busy_room: str) -> None:
     # Newcomers the client limit turned away (none here), beside the totals.
     assert re.search(r"^ +refused a place +0 times \(client limit\)$", text, re.MULTILINE)
     assert shown["limited"] == 0
+    # A list cut at --visitors says how many it leaves out (it said nothing).
+    cut = cli("show", "sale", "--visitors", "1", url=busy_room).stdout
+    assert re.search(r"^ +and 2 more +and 1 more$", cut, re.MULTILINE), cut
+    assert "more" not in cli("show", "sale", "--visitors", "3", url=busy_room).stdout.split("Who")[1]
 
 
 @pytest.mark.anyio

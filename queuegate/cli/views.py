@@ -332,7 +332,7 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
         _heading("Waits"), _indent(Text("\n".join(waits))),
     ]  # fmt: skip
     if args.visitors:
-        parts += [_heading("Who"), _indent(_who(visitors, now))]
+        parts += [_heading("Who"), _indent(_who(visitors, now, stats))]
     return Group(*parts)
 
 
@@ -344,7 +344,7 @@ def _heading(text: str) -> Text:
     return Text("\n" + text, style="bold underline")
 
 
-def _who(visitors: dict[str, list[tuple[str, int]]], now: int) -> RenderableType:
+def _who(visitors: dict[str, list[tuple[str, int]]], now: int, stats: dict[str, Any]) -> RenderableType:
     table = _table()
     table.add_column("", justify="right")
     table.add_column("waiting (arrival number)")
@@ -360,4 +360,8 @@ def _who(visitors: dict[str, list[tuple[str, int]]], now: int) -> RenderableType
             "" if waiting is None else f"{waiting[0]} (#{waiting[1]:,})",
             "" if active is None else f"{active[0]}, until {clock(active[1], now)}",
         )
+    # The list is the first few (--visitors): how many it leaves out.
+    more = [stats[kind] - len(visitors[kind]) for kind in ("waiting", "active")]
+    if any(more):
+        table.add_row("", *(f"and {n:,} more" if n > 0 else "" for n in more))
     return table
