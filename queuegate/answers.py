@@ -59,7 +59,13 @@ class Answers:
         return language_for(code)
 
     def line_page(
-        self, room: Room, outcome: Outcome, as_json: bool, scope: Scope, status: int | None = None
+        self,
+        room: Room,
+        outcome: Outcome,
+        as_json: bool,
+        scope: Scope,
+        status: int | None = None,
+        rejoined: bool = False,
     ) -> Page:
         status_url, leave_url, stream_url = self._urls(scope[GATE_KEY][1], room.name)
         language = self.language(room, scope)
@@ -73,6 +79,7 @@ class Answers:
             status=status,
             language=language,
             stream_url=stream_url,
+            rejoined=rejoined,
         )
 
     def _make_urls(self, root_path: str, room: str) -> tuple[str, str, str]:

@@ -251,7 +251,10 @@ class Decisions:
             scope["queuegate"] = Admission(room.name, outcome.visitor, outcome.expires_ms, self.gate)
             return None, cookie
         if state == "waiting" or state == "prequeue":
-            return self.gate.answers.line_page(room, outcome, as_json, scope), cookie
+            # A new place for one whose cookie held another: they lost it
+            # (skipped as gone, removed, the line drained) and are told so.
+            rejoined = outcome.joined and who.place > 0
+            return self.gate.answers.line_page(room, outcome, as_json, scope, rejoined=rejoined), cookie
         if state == "challenge":
             return self.gate.answers.challenge(room, outcome, scope, as_json), []
         if state == "limited":

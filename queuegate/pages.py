@@ -105,6 +105,12 @@ def _labels(language: Language, lottery: bool) -> tuple[tuple[str, str], ...]:
     )
 
 
+@lru_cache(maxsize=64)
+def _rejoined(language: Language) -> str:
+    """The waiting page's note to one who lost their place and joined again."""
+    return f'<p class="notice">{html.escape(language.text(TEXTS["rejoined"]))}</p>'
+
+
 def _with_title(values: dict[str, str], language: Language) -> dict[str, str]:
     """Escaped ``values`` (the room's ``title`` among them), with the title as
     the built-in pages show it: ``$room_line``, a line under the heading,
@@ -143,7 +149,8 @@ class Pages:
     with the placeholders ``$title`` (the room's, empty if it has none;
     ``$room_line`` is the built-in page's line for it), ``$position``,
     ``$ahead_text``, ``$eta_text``, ``$line_state`` (``paused`` while the
-    line is paused, else empty), ``$position_label``, ``$ahead_label``, ``$updated``,
+    line is paused, else empty), ``$notice`` (the note to one who lost a
+    place and joined again, else empty), ``$position_label``, ``$ahead_label``, ``$updated``,
     ``$status_url``, ``$leave_url`` and ``$poll_seconds`` (all HTML-escaped),
     and ``$style``, the built-in page's stylesheet.
     """
@@ -212,9 +219,12 @@ class Pages:
         status: int | None = None,
         language: Language | None = None,
         stream_url: str = "",
+        rejoined: bool = False,
     ) -> Page:
         """The waiting page or JSON for a ``waiting`` or ``prequeue`` outcome,
-        in ``language`` (default English)."""
+        in ``language`` (default English); ``rejoined``: the visitor had a
+        place, lost it (skipped as gone, removed, the line drained) and has
+        just taken a new one at the end, and is told so."""
         language = language or language_for(DEFAULT)
         status = self.waiting_status if status is None else status
         poll = max(1, math.ceil(outcome.poll_ms / 1000))
@@ -251,7 +261,8 @@ class Pages:
                     _json_text(ahead_text),
                     ',"eta_text":',
                     _json_text(eta_text),
-                    ',"paused":true}' if outcome.eta_ms == PAUSED_ETA else ',"paused":false}',
+                    ',"paused":true' if outcome.eta_ms == PAUSED_ETA else ',"paused":false',
+                    ',"rejoined":true}' if rejoined else ',"rejoined":false}',
                 )
             )
             return Page(status, headers, text.encode())
@@ -273,6 +284,7 @@ class Pages:
             ),
             "eta_text": language.eta_html(outcome.eta_ms),
             "line_state": "paused" if outcome.eta_ms == PAUSED_ETA else "",
+            "notice": _rejoined(language) if rejoined else "",
         }
         return Page(status, headers, moment.fill(own))
 

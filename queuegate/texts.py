@@ -78,6 +78,10 @@ TEXTS = {
         "Keep this page open. It updates by itself and takes you in as soon as it is your turn. "
         "Reloading keeps your place."
     ),
+    "rejoined": N_(
+        "You lost your earlier place in line (away too long, or the line was reset), so you joined it "
+        "again at the end."
+    ),
     "updated": N_("Last updated"),
     "leave": N_("Leave the line"),
     "say_place": N_("Your place in line: {position}. Estimated wait: {eta}."),

@@ -474,6 +474,29 @@ async def test_a_paused_line_tells_those_waiting_it_is_paused(make_gate: MakeGat
         assert '<main id="qg" class=""' in (await waiting.get("/checkout")).text
 
 
+async def test_one_who_lost_a_place_and_joins_again_is_told(make_gate: MakeGate) -> None:
+    """A drained line, a removal, a skip as gone: the page came back with a
+    new place at the end and not a word (a runbook's trial: place 5 became
+    place 40, unexplained). The answer that gives the new place says why;
+    a newcomer's first answer, and the polls after, do not."""
+    gate = await make_gate(rooms=[sale(rate=1, per=3600)])
+    json_ = {"accept": "application/json"}
+    async with client_for(gate) as first, client_for(gate) as waiting, client_for(gate) as newcomer:
+        assert (await first.get("/checkout")).status_code == 200
+        said = (await waiting.get("/checkout", headers=json_)).json()
+        assert (said["position"], said["rejoined"]) == (1, False)
+        assert (await waiting.get("/checkout", headers=json_)).json()["rejoined"] is False  # kept
+        assert await gate.rooms["sale"].drain() == 1
+        assert (await newcomer.get("/checkout", headers=json_)).json()["rejoined"] is False
+        page = await waiting.get("/checkout")
+        assert "You lost your earlier place in line" in page.text
+        said = (await waiting.get("/checkout", headers=json_)).json()
+        assert (said["position"], said["rejoined"]) == (2, False)  # (the page came back at the end)
+        assert await gate.rooms["sale"].leave(waiting.cookies["qg_sale"].split(".")[0].split("~")[0])
+        said = (await waiting.get("/checkout", headers={**json_, "accept-language": "ko"})).json()
+        assert (said["position"], said["rejoined"]) == (2, True)
+
+
 async def test_a_place_kept_through_a_closing_longer_than_abandon_is_still_there(make_gate: MakeGate) -> None:
     """A visitor told the place is kept, whose page asks again on its own
     while the room is closed, is present: reopened after longer than

@@ -139,5 +139,6 @@ def test_the_waiting_json_is_what_the_json_encoder_makes(
         "ahead_text": language.text(LOTTERY_AHEAD) if lottery else language.ahead_text(rank),
         "eta_text": language.eta_text(eta_ms),
         "paused": eta_ms == PAUSED_ETA,
+        "rejoined": False,
     }
     assert page.body == json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
