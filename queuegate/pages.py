@@ -284,6 +284,7 @@ class Pages:
             ),
             "eta_text": language.eta_html(outcome.eta_ms),
             "line_state": "paused" if outcome.eta_ms == PAUSED_ETA else "",
+            "heading": _texts(language)["t_paused_heading" if outcome.eta_ms == PAUSED_ETA else "t_in_line"],
             "notice": _rejoined(language) if rejoined else "",
         }
         return Page(status, headers, moment.fill(own))

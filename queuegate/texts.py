@@ -69,6 +69,7 @@ MESSAGE_STATES: dict[str, tuple[str, dict[str, object]]] = {"closed_in_line": ("
 # The fixed texts of the built-in templates, as $t_<name> placeholders.
 TEXTS = {
     "in_line": N_("You are in line"),
+    "paused_heading": N_("The line is paused"),
     "place_label": N_("your place in line"),
     "draw_label": N_("people in the draw"),
     "ahead_label": N_("Ahead of you"),
