@@ -30,7 +30,10 @@ async def test_a_delayed_visit_pays_its_delay_after_admission(redis_url: str) ->
     assert cart_end < THINK_S + 1
     assert cart_ms < WORK_MS
     assert DELAY_S <= pay_end < DELAY_S + 1
-    assert pay_ms >= WORK_MS
+    # (The heavy request's time as the visitor measured it: the app's sleep
+    # of WORK_MS on a timer of a millisecond's resolution, measured 249.89
+    # ms in a CI run, as the app's own log below.)
+    assert pay_ms >= WORK_MS - TIMER_MS
     assert record.purchases == [pytest.approx(pay_end, abs=0.1)]
     # The backend saw the three, two light (no slot) and the heavy one.
     light, light_too, heavy = sorted(ms for _, ms in log)
