@@ -234,6 +234,7 @@ class Pages:
                 title, room, outcome, status, headers, poll, status_url, leave_url, as_json, language
             )
         lottery = outcome.method == "random"
+        paused = outcome.eta_ms == PAUSED_ETA
         if as_json:
             eta_text = language.eta_text(outcome.eta_ms)
             ahead_text = language.text(LOTTERY_AHEAD) if lottery else language.ahead_text(outcome.rank)
@@ -261,7 +262,7 @@ class Pages:
                     _json_text(ahead_text),
                     ',"eta_text":',
                     _json_text(eta_text),
-                    ',"paused":true' if outcome.eta_ms == PAUSED_ETA else ',"paused":false',
+                    ',"paused":true' if paused else ',"paused":false',
                     ',"rejoined":true}' if rejoined else ',"rejoined":false}',
                 )
             )
@@ -283,8 +284,8 @@ class Pages:
                 _escaped(language.text(LOTTERY_AHEAD)) if lottery else language.ahead_html(outcome.rank)
             ),
             "eta_text": language.eta_html(outcome.eta_ms),
-            "line_state": "paused" if outcome.eta_ms == PAUSED_ETA else "",
-            "heading": _texts(language)["t_paused_heading" if outcome.eta_ms == PAUSED_ETA else "t_in_line"],
+            "line_state": "paused" if paused else "",
+            "heading": _texts(language)["t_paused_heading" if paused else "t_in_line"],
             "notice": _rejoined(language) if rejoined else "",
         }
         return Page(status, headers, moment.fill(own))
