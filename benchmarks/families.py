@@ -79,16 +79,19 @@ async def simulate(
     phase_seconds: int,
     fixed: list[int] | None = None,
     *,
-    floor: int = 1,
+    floor: int | None = None,
     ceiling: int | None = None,
     pins: dict[int, int | None] | None = None,
     settle: float = SETTLE_S,
+    per: float = 1.0,
 ) -> Run:
     """One run of ``family``'s plant for ``seed``: the adaptive room, or a
     fixed rate for each second (``fixed``; no Redis needed). ``floor`` and
     ``ceiling`` bound the room; ``pins``: at a second, the operator pins the
     rate (a number) or gives it back to the controller (None); ``settle``:
-    the room's ``Health.settle`` (s)."""
+    the room's ``Health.settle`` (s); ``per``: the room's interval (s), its
+    rate from code ``START_RATE`` a second (the run's rates are a second,
+    its floor and ceiling in the room's own units, per ``per``)."""
     plant, target, extra = make_plant(family, seed, phase_seconds)
     run = Run(plant, target)
     # A plant the room can never load comes with the most visitors who
@@ -111,8 +114,8 @@ async def simulate(
         room = Room(
             "sim",
             paths=["/shop/*"],
-            rate=START_RATE,
-            per=1.0,
+            rate=round(START_RATE * per),
+            per=per,
             abandon=3600.0,
             client_limit=0,
             target=Health(
@@ -132,7 +135,7 @@ async def simulate(
                 else:
                     await store.configure(room, rate=pin, now=T0 + second * 1000)
             stats = await store.stats(room, now=T0 + second * 1000)
-            run.rates.append(int(stats["rate"]))
+            run.rates.append(round(int(stats["rate"]) / per))
             run.reasons.append(f"{stats.get('p95_ms')} {stats.get('health_reason')}")
             run.admitted.append(int(stats["admitted"]) - admitted)
             plant.admit(second, run.admitted[-1])  # whom the line let in

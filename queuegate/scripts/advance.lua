@@ -52,6 +52,7 @@
 --             the effect of the last one
 
 local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
+local EVEN_STEP = 1000 -- ms: a room that follows health refills its bucket at least this often
 local ADMITS_KEPT = 3610000 -- ms of admissions the health controller's record keeps (health.lua)
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
   'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget', 'challenge',
@@ -76,6 +77,9 @@ local default = {} -- per call
 for value in string.gmatch(defaults .. ',', '([^,]*),') do default[#default + 1] = value end -- per call
 
 local rate, per, capacity, session, sliding, abandon, max_step, status, method
+-- The token bucket's step: `step_n` visitors more each `step` ms (see
+-- read_settings).
+local step_n, step
 local opens_at, client_limit, forget, challenge, target_ms, max_errors
 local adapt_floor, adapt_ceiling, settle
 -- Before a scheduled opening the room only gathers its pre-queue.
@@ -107,6 +111,18 @@ local function read_settings(fields)
   settle = tonumber(setting.settle) or 10000
   prequeue = opens_at > 0 and now < opens_at
   line_moves = (status == 'open' or status == 'queue_all') and not prequeue
+  -- N more each `per`, all at once at the window's start. A room that
+  -- follows health (health.lua) admits evenly instead: a second's share of
+  -- N at a time (a visitor at least), N over `per` as before. Its
+  -- controller looks each second and counts an admission as load from then
+  -- on: a minute's N let in together was a burst that its first look read
+  -- as an overload of the rate's own making (300 a minute, cut to its floor
+  -- at once, the burst's queue then named a target out of reach).
+  step_n, step = rate, per
+  if target_ms > 0 and rate > 0 and per > EVEN_STEP then
+    step_n = math.ceil(rate * EVEN_STEP / per)
+    step = math.ceil(per * step_n / rate)
+  end
 end
 read_settings({unpack(conf, 2, 1 + #SETTINGS)}) -- per call
 
@@ -308,8 +324,8 @@ local function advance()
     redis.call('HSET', KEYS[5], 'inc', incarnation)
   end
   dirty = state[3] == false or (rate > 0 and state[1] == false)
-  if rate > 0 and tokens ~= nil and tokens > rate then
-    tokens = rate -- N was lowered since the last call: the bucket shrinks with it
+  if rate > 0 and tokens ~= nil and tokens > step_n then
+    tokens = step_n -- N was lowered since the last call: the bucket shrinks with it
     dirty = true
   end
 
@@ -338,18 +354,19 @@ local function advance()
   if expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired', expired) end
   active_n = redis.call('ZCARD', KEYS[4])
 
-  -- Token bucket: N more per whole interval elapsed since the last refill,
-  -- capped at N before anything is spent: a silence never buys a burst, so
-  -- no interval ever lets more than N in, whoever calls and whenever. (The
+  -- Token bucket: a step's visitors more per whole step elapsed since the
+  -- last refill (N per interval, or evenly: read_settings), capped at a
+  -- step's before anything is spent: a silence never buys a burst, so no
+  -- interval ever lets more than N in, whoever calls and whenever. (The
   -- line does not wait for a caller to move: queuegate/ticker.py advances
   -- every room at its refill boundaries.)
   if rate > 0 then
     if tokens == nil or refill_at == nil then
-      tokens, refill_at = rate, now
-    elseif now - refill_at >= per then
-      local k = math.floor((now - refill_at) / per)
-      tokens = math.min(tokens + k * rate, rate)
-      refill_at = refill_at + k * per
+      tokens, refill_at = step_n, now
+    elseif now - refill_at >= step then
+      local k = math.floor((now - refill_at) / step)
+      tokens = math.min(tokens + k * step_n, step_n)
+      refill_at = refill_at + k * step
       dirty = true
     end
   end
@@ -397,10 +414,11 @@ local function staying_share()
   return took / (took + skipped)
 end
 
--- The room's figures as estimate.lua takes them, brought up to date.
+-- The room's figures as estimate.lua takes them, brought up to date (its
+-- rate and per: the bucket's step).
 local function figures()
   return {status = status, prequeue = prequeue, opens_at = opens_at, abandon = abandon,
-    rate = rate, tokens = tokens, per = per, refill_at = refill_at, capacity = capacity,
+    rate = step_n, tokens = tokens, per = step, refill_at = refill_at, capacity = capacity,
     active_n = active_n, end_count = end_count, end_prev = end_prev, win_start = win_start,
     sliding = sliding, session = session, method = method}
 end
@@ -434,7 +452,7 @@ local function snapshot()
   if line_moves and room_for(1) > 0 then return nil end
   local r = figures()
   local settled_until = math.min(now - now % MINUTE + MINUTE, win_start + WINDOW)
-  if line_moves and rate > 0 then settled_until = math.min(settled_until, refill_at + per) end
+  if line_moves and rate > 0 then settled_until = math.min(settled_until, refill_at + step) end
   if line_moves and capacity > 0 then
     local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
     if first[2] then settled_until = math.min(settled_until, tonumber(first[2])) end

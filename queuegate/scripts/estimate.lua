@@ -7,7 +7,8 @@
 -- r (a table):
 --   status, prequeue (boolean), opens_at, abandon, rate, tokens, per,
 --   refill_at, capacity, active_n, end_count, end_prev, win_start,
---   sliding (boolean), session: as in advance.lua
+--   sliding (boolean), session: as in advance.lua (rate and per: the
+--   token bucket's step, step_n visitors each step ms)
 -- crowd(): the share of those reaching the front lately who were still
 --   there to take their turn (1 while nobody was skipped), the line's
 --   length, and how many waiting visitors have been silent for a third of

@@ -59,7 +59,7 @@ elseif line_moves and waiting > 0 then
   if room_for(1) > 0 then
     due = now -- max_step held some back: go on at once
   else
-    if rate > 0 and tokens <= 0 then due = refill_at + per end
+    if rate > 0 and tokens <= 0 then due = refill_at + step end
     if capacity > 0 and active_n >= capacity then
       local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
       if first[2] and (due < 0 or tonumber(first[2]) < due) then due = tonumber(first[2]) end

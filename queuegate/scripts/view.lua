@@ -53,7 +53,7 @@ local line = redis.call('ZCARD', KEYS[2])
 -- the front lately who were gone.
 local function moves()
   local most = -1
-  if rate > 0 then most = tokens + rate * (math.floor(max_age / per) + (max_age > 0 and 1 or 0)) end
+  if rate > 0 then most = tokens + step_n * (math.floor(max_age / step) + (max_age > 0 and 1 or 0)) end
   if capacity > 0 then
     local by_capacity = capacity - active_n + (max_age > 0 and active_n or 0)
     if most < 0 or by_capacity < most then most = by_capacity end
