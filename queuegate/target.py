@@ -48,7 +48,9 @@ class Health:
     gate forwards under ``p95_ms`` and their share of errors (5xx, exceptions)
     under ``max_error_rate``, by setting the room's rate (or, in a room
     without a rate, its capacity) between ``floor`` and ``ceiling`` (None: no
-    upper bound). The room's own ``rate``/``capacity`` is where it starts.
+    upper bound). ``floor`` None: a visitor a second (a rate per 60 s:
+    60), no more than the room's own rate, nor its ceiling; 1 for a
+    capacity. The room's own ``rate``/``capacity`` is where it starts.
     ``signal="room"`` measures the room's own paths; ``"app"`` every request
     the gate forwards (the pages a checkout slows down too). ``settle`` is
     the least time a change of the rate gets to show (seconds) before the
@@ -62,7 +64,7 @@ class Health:
 
     p95_ms: float
     max_error_rate: float = 0.02
-    floor: int = 1
+    floor: int | None = None
     ceiling: int | None = None
     signal: Signal = "room"
     settle: float = 10.0
@@ -75,20 +77,34 @@ class Health:
             raise ConfigError(f"Health: signal must be 'room' or 'app', got {self.signal!r}")
         try:
             check_room_setting("max_errors", self.max_error_rate, called="max_error_rate")
-            check_room_setting("floor", self.floor)
+            if self.floor is not None:
+                check_room_setting("floor", self.floor)
             check_room_setting("ceiling", 0 if self.ceiling is None else self.ceiling)
             check_room_setting("settle", self.settle)
         except ConfigError as exc:
             raise ConfigError(f"Health: {exc}") from None
-        if self.ceiling is not None and self.ceiling < self.floor:
+        if self.ceiling is not None and self.ceiling < (self.floor or 1):
             raise ConfigError(f"Health: ceiling {self.ceiling} is below floor {self.floor}")
 
-    def settings(self) -> dict[str, Any]:
-        """As the room's run-time settings."""
+    def settings(self, rate: int = 0, per: float = 1.0) -> dict[str, Any]:
+        """As the room's run-time settings, for a room of ``rate`` per ``per``
+        seconds (which a default ``floor`` is made from)."""
+        floor = self.floor
+        if floor is None:
+            # The law looks each second and learns only from what it lets
+            # in: a floor of one visitor a minute (1 per 60 s) left it
+            # blind for a minute after each cut. Not over the room's own
+            # rate, which the operator chose as safe.
+            floor = 1
+            numbers = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (rate, per))
+            if numbers and rate > 0 and per > 0:  # (else the room's own checks refuse them)
+                floor = max(1, min(math.ceil(per), int(rate)))
+            if self.ceiling is not None:
+                floor = min(floor, self.ceiling)
         return {
             "target_ms": round(self.p95_ms),
             "max_errors": self.max_error_rate,
-            "floor": self.floor,
+            "floor": floor,
             "ceiling": self.ceiling or 0,
             "settle": self.settle,
         }

@@ -207,6 +207,30 @@ async def test_no_runaway_on_hangs_outages_autoscaling_and_cold_starts(
     await no_runaway_and_no_raise_without_headroom(redis_url, family, seed)
 
 
+@pytest.mark.parametrize(("family", "seed"), [("pool", 0), ("pool", 3), ("processor", 1)])
+async def test_a_rate_a_minute_follows_health_as_a_rate_a_second_does(
+    redis_url: str, family: str, seed: int
+) -> None:
+    """A room's rate is per minute unless told otherwise (``per=60``). With
+    a target, its 300 a minute came as 300 at once at each minute's start:
+    the first look read that burst as an overload, cut to a floor of one a
+    minute, and saw nothing more for a minute; the burst's queue was then
+    named a target out of reach and the rate let 8x the plant's capacity
+    in. Now it admits evenly (a second's share of N at a time) and its
+    floor is a visitor a second: no second lets in a burst, the rate stays
+    within twice what the plant serves, and it sells about as much as the
+    same room counting a second."""
+    by_minute = await simulate(redis_url, family, seed, 120, per=60)
+    by_second = await simulate(redis_url, family, seed, 120)
+    most = most_rate(by_minute.plant)
+    for second, let_in in enumerate(by_minute.admitted):
+        rate = max(by_minute.rates[max(0, second - 1) : second + 1])
+        assert let_in <= rate + 1, (second, let_in, rate)
+    assert max(by_minute.rates) <= 2 * most + 1, max(by_minute.rates)
+    sold, sold_by_second = len(by_minute.plant.purchases), len(by_second.plant.purchases)
+    assert sold >= 0.8 * sold_by_second, (sold, sold_by_second)
+
+
 @settings(
     max_examples=8,
     deadline=None,
