@@ -417,6 +417,10 @@ async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str,
     await store.stats(Room("sale", paths=["/checkout*"], rate=2, per=1.0))
     changed = cli("set", "sale", "--rate", "5", url=redis_url)
     assert changed.stdout == "sale: rate=5, per=1.0 (per kept with it: rate and per are one pair)\n"
+    # Listed as the pair, which only --rate set ("rate, per set at run
+    # time" read as if --per had been given too).
+    listed = cli("list", url=redis_url).stdout.splitlines()
+    assert listed[2:] == ["sale: rate/per (one pair) set at run time (queuegate show sale)"]
     await store.stats(SALE)  # redeployed: 2 a minute in code
     text = cli("show", "sale", url=redis_url).stdout
     assert re.search(
@@ -426,6 +430,8 @@ async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str,
     assert reset.stdout == "sale: per=default, rate=default (rate reset with it: rate and per are one pair)\n"
     assert json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["run_time"] == {}
     cli("set", "sale", "--per", "2", "--status", "paused", "--max-step", "10", url=redis_url)
+    listed = cli("list", url=redis_url).stdout.splitlines()
+    assert listed[2:] == ["sale: rate/per (one pair), max_step, status set at run time (queuegate show sale)"]
     everything = cli("set", "sale", "--reset", "all", url=redis_url)
     assert everything.stdout == (
         "sale: every setting back to the code's (set at run time before: rate, per, max_step, status)\n"

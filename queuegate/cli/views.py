@@ -122,11 +122,20 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
         if row.get("out_of_reach_ms", -1) >= 0
     ]
     notes += [
-        Text(f"{name}: {', '.join(row['run_time'])} set at run time (queuegate show {name})", style="yellow")
+        Text(f"{name}: {_set_names(row['run_time'])} set at run time (queuegate show {name})", style="yellow")
         for name, row in zip(names, stats, strict=True)
         if row["run_time"]
     ]
     return Group(rooms, *notes) if notes else rooms
+
+
+def _set_names(names: list[str]) -> str:
+    """The settings set at run time, by name, rate and per said as the one
+    pair they are: `--rate` alone sets both (per kept with it), and "rate,
+    per" read as if `--per` had been given too."""
+    if {"rate", "per"} <= set(names):
+        names = ["rate/per (one pair)" if name == "rate" else name for name in names if name != "per"]
+    return ", ".join(names)
 
 
 class Fitted:
