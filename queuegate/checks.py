@@ -60,6 +60,11 @@ def unknown_names(
     return ", ".join(said)
 
 
+# The shortest `abandon` (ms) but 0 (never skip): a waiting page asks every
+# third of it, but every second at the quickest (pages.py), so a shorter
+# one skips as gone visitors who are still there.
+MIN_ABANDON_MS = 3000
+
 # The hardest proof of work a room may ask: about a minute of a phone's time
 # (see the README's figures); more would lock out the visitors it protects.
 MAX_CHALLENGE = 10_000_000
@@ -109,7 +114,15 @@ def check_room_setting(name: str, value: Any, *, called: str | None = None) -> s
         return str(_whole(said, value, 1))
     if name in ("per", "session", "settle"):
         return str(max(1, round(_seconds(said, value) * 1000)))
-    if name in ("abandon", "forget"):
+    if name == "abandon":
+        ms = round(_seconds(said, value, allow_zero=True) * 1000)
+        if value and ms < MIN_ABANDON_MS:
+            raise ConfigError(
+                f"{said} must be 0 (never skip) or at least {MIN_ABANDON_MS // 1000} s: a waiting page asks "
+                f"every second at the quickest, so a shorter one skips visitors still there, got {value!r}"
+            )
+        return str(ms)
+    if name == "forget":
         return str(round(_seconds(said, value, allow_zero=True) * 1000))
     if name == "sliding":
         if not isinstance(value, bool):

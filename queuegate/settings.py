@@ -57,7 +57,8 @@ class Room:
     bucket that never holds more than ``rate``) and/or by ``capacity`` (at most
     that many active sessions). An admitted visitor may pass for ``session``
     seconds, renewed on each request when ``sliding``. A waiting visitor who
-    has not polled for ``abandon`` seconds is skipped when their turn comes.
+    has not polled for ``abandon`` seconds is skipped when their turn comes
+    (0: never; else 3 s or more, as a page asks every second at the quickest).
     ``fail`` says what happens when Redis cannot answer in time: ``closed``
     answers 503, ``open`` lets the request through. ``title`` is the name shown
     to visitors on the waiting page, under its heading and in the tab's title

@@ -237,6 +237,15 @@ async def test_a_change_that_may_flood_or_starve_the_room_is_made_and_said(store
         ]
 
 
+async def test_an_abandon_under_3_s_is_refused_with_why(store: Store) -> None:
+    async with signed_in(mounted(store, secret=SECRET)) as client:
+        refused = await client.post("/ops/api/rooms/sale", json={"abandon": 1, "status": "paused"})
+        assert refused.status_code == 400
+        assert refused.json()["error"].startswith("abandon must be 0 (never skip) or at least 3 s: ")
+    stats = await store.stats("sale")
+    assert (stats["abandon"], stats["status"]) == (300_000, "open")  # nothing changed
+
+
 async def test_reset_all_sets_every_setting_back_in_one_call(store: Store) -> None:
     async with signed_in(mounted(store, secret=SECRET)) as client:
         await client.post("/ops/api/rooms/sale", json={"rate": 3, "session": 90})

@@ -505,13 +505,13 @@ async def test_a_place_kept_through_a_closing_longer_than_abandon_is_still_there
     while the room is closed, is present: reopened after longer than
     `abandon`, it is their turn, not a skip (the closed page's asks did
     not count, and the head dropped them as gone)."""
-    gate = await make_gate(rooms=[sale(rate=1, per=2.0, abandon=2.0)])
+    gate = await make_gate(rooms=[sale(rate=1, per=2.0, abandon=3.0)])  # (the shortest there is)
     json_ = {"accept": "application/json"}
     async with client_for(gate) as first, client_for(gate) as waiting:
         assert (await first.get("/checkout")).status_code == 200
         assert (await waiting.get("/checkout", headers=json_)).json()["position"] == 1
         await gate.rooms["sale"].configure(status="closed")
-        for _ in range(3):  # 3 s, over `abandon`, asking again when told (within `abandon`)
+        for _ in range(4):  # 4 s, over `abandon`, asking again when told (within `abandon`)
             said = (await waiting.get("/checkout", headers=json_)).json()
             assert (said["state"], said["in_line"], said["retry_after_seconds"]) == ("closed", True, 1)
             await asyncio.sleep(said["retry_after_seconds"])

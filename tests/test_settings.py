@@ -38,6 +38,9 @@ ROOM = Room("sale", paths=["/checkout*"], rate=2, per=10)
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "session": "600"}, "session must be"),
         ({"name": "sale", "paths": ["/x"], "rate": 1, "per": "60"}, "per must be"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "abandon": None}, "abandon must be"),
+        # A page asks every second at the quickest: one still there was skipped.
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "abandon": 2.0}, r"abandon must be 0 \(never"),
+        ({"name": "sale", "paths": ["/x"], "capacity": 1, "abandon": 0.0001}, "or at least 3 s"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "sliding": "yes"}, "sliding"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "fail": "maybe"}, "fail"),
         ({"name": "sale", "paths": ["/x"], "capacity": 1, "status": "ajar"}, "status"),
