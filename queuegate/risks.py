@@ -16,8 +16,9 @@ __all__ = ["RISKS_UNKNOWN", "risks"]
 
 RAISE = 10  # a rate this many times the one before, in one change
 SHORT_SESSION_MS = 30_000  # a session shorter than a visit of a page or two
-# The change was made, and the room could not be read after it.
-RISKS_UNKNOWN = "the room could not be read after the change to say what it risks: check it with show"
+# The change was made, and the room could not be read after it (each of
+# the console and the back office adds where to check it).
+RISKS_UNKNOWN = "the room could not be read after the change to say what it risks"
 
 
 def _per_second(figures: Mapping[str, Any]) -> float:

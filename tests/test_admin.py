@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ from queuegate.admin import activity
 from queuegate.store import connect
 
 from .conftest import client_for
+from .servers.proxies import DelayingProxy
 from .test_metrics import _forget_after_the_scan
 
 pytestmark = pytest.mark.anyio
@@ -244,6 +246,43 @@ async def test_an_abandon_under_3_s_is_refused_with_why(store: Store) -> None:
         assert refused.json()["error"].startswith("abandon must be 0 (never skip) or at least 3 s: ")
     stats = await store.stats("sale")
     assert (stats["abandon"], stats["status"]) == (300_000, "open")  # nothing changed
+
+
+async def test_a_change_made_and_not_read_after_says_so_and_is_no_failure(
+    server_url: str, store: Store
+) -> None:
+    """The look after a change, for what it risks, can fail once the change
+    is made; the answer is then the change as made, with its risks unknown,
+    not an error (after which an operator might make it again), in the back
+    office's words: it said "check it with show", a console command. Redis
+    goes silent right after the change here, behind a proxy (as the
+    console's test does)."""
+    proxy = DelayingProxy(int(server_url.rsplit(":", 1)[1].split("/")[0]))
+    await proxy.start()
+    office = Store(connect(f"redis://127.0.0.1:{proxy.port}/0", 0.5), timeout=0.5)
+    configure = office.configure
+
+    async def then_silent(*given: Any, **changes: Any) -> dict[str, str]:
+        written = await configure(*given, **changes)
+        proxy.flowing.clear()  # a black hole from now on
+        return written
+
+    office.configure = then_silent  # type: ignore[method-assign]
+    try:
+        async with signed_in(mounted(office, secret=SECRET)) as client:
+            said = await client.post("/ops/api/rooms/sale", json={"rate": 3})
+    finally:
+        await proxy.close()
+        await office.aclose()
+    assert said.status_code == 200, said.text
+    assert said.json() == {
+        "room": "sale",
+        "warnings": [
+            "the room could not be read after the change to say what it risks: "
+            "check its figures once they can be read again"
+        ],
+    }
+    assert (await store.stats("sale"))["rate"] == 3  # made
 
 
 async def test_reset_all_sets_every_setting_back_in_one_call(store: Store) -> None:

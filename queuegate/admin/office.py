@@ -52,6 +52,9 @@ CSP = (
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 SIGN_OUT = '<form method="post" action="logout"><button class="quiet" type="submit">Sign out</button></form>'
+# The answer to a change made whose room could not be read after it: in
+# the page's words (the console's "check it with show" is no command here).
+NOT_READ_AFTER = f"{RISKS_UNKNOWN}: check its figures once they can be read again"
 SETTABLE = {*ROOM_SETTINGS, "pinned"}  # every run-time setting; "pinned": None unpins
 SIGN_IN = "Sign in through the app this back office is part of: the app decides who may use it."
 NOTICE = (
@@ -264,7 +267,7 @@ class BackOffice:
             after = await self.store.stats(name)
         except StoreError:
             # Made: only what it risks is not known (a read after it failed).
-            return JSONResponse({"room": name, "warnings": [RISKS_UNKNOWN]})
+            return JSONResponse({"room": name, "warnings": [NOT_READ_AFTER]})
         return JSONResponse({"room": name, **after, "warnings": risks(before, after)})
 
     async def visitor_action(self, request: Request, who: str) -> Response:

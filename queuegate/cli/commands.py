@@ -51,7 +51,7 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
     try:
         said_risks = risks(before, await ask(ask.store.stats(args.room)))
     except StoreError:
-        said_risks = [RISKS_UNKNOWN]  # made: a failure now is not "nothing changed"
+        said_risks = [f"{RISKS_UNKNOWN}: check it with show"]  # made: a failure now is not "nothing changed"
     warnings = "".join(f"\nwarning: {risk}" for risk in said_risks)
     if reset_all:
         were = written.pop("reset_all").replace(",", ", ") or "none"
