@@ -417,6 +417,29 @@ def test_what_an_operator_reads_at_a_glance(redis_url: str, browser: Any) -> Non
         assert tops[0] == tops[1] < tops[2] == tops[3], tops
 
 
+def test_the_admissions_a_minute_read_as_the_rate_they_are(redis_url: str, browser: Any) -> None:
+    """The table said "admitted, last 60 s" over "1200.0": a measured rate
+    (the last minute's admissions, the minute before weighed in as it
+    slides away) headed as a count, with a decimal and no grouping. Headed
+    "admitted a minute" now, as the console's list, and said as it says
+    it: whole and grouped from 10 on, a tenth below."""
+    busy = Room("busy", paths=["/b"], rate=2000, per=60.0, client_limit=0)
+
+    async def admitted(store: Store) -> float:
+        for i in range(1200):
+            await store.enter(busy, f"v{i}")
+        return float((await store.stats("busy"))["per_minute"])
+
+    assert in_redis(redis_url, admitted) == 1200
+    office_store = Store(connect(redis_url, 5.0))
+    with signed_in(browser, office_store, rooms=[busy]) as (page, _):
+        page.wait_for_selector("tr[data-room=busy]")
+        heads = page.locator("#rooms-table th").all_text_contents()
+        assert heads[4] == "admitted a minute", heads
+        cell = page.locator("tr[data-room=busy] td:nth-child(5)")
+        assert (cell.text_content(), cell.get_attribute("data-label")) == ("1,200", "admitted a minute")
+
+
 def test_a_redis_outage_is_unmistakable_and_the_page_recovers_by_itself(browser: Any) -> None:
     """Redis away: the page kept its last figures with every control looking
     usable, said so only in small grey text in the header, and the header

@@ -56,10 +56,13 @@
   function unbroken(ms) { return seconds(ms).replace(" ", "\u00a0"); }
   // A count with the reader's grouping of digits: "120,006", not "120006".
   function count(n) { return typeof n === "number" ? n.toLocaleString() : n; }
+  // A measured rate a minute, as the console's list says it: a tenth below
+  // 10 ("0.5"), whole and grouped from 10 on ("1,200"); not a count.
+  function perMinute(x) { return x.toLocaleString(undefined, { maximumFractionDigits: x > 0 && x < 10 ? 1 : 0 }); }
   function share(x) { return x === null || x === undefined ? "–" : Math.round(x * 100) + " %"; }
 
   // -- the rooms table ------------------------------------------------------
-  var LABELS = ["room", "status", "waiting", "active", "admitted, last 60 s", "wait at back", "median wait",
+  var LABELS = ["room", "status", "waiting", "active", "admitted a minute", "wait at back", "median wait",
     "gave up", "rate / per (s)", "capacity", "target p95 (ms)", "health", ""];
   function roomRow(room) {
     var tr = el("tr", { "data-room": room.room });
@@ -80,7 +83,7 @@
     STATUSES.forEach(function (s) { sel.appendChild(el("option", s === room.status ? { value: s, selected: "" } : { value: s }, s)); });
     cell().appendChild(sel);
     var w = room.waits;
-    [count(room.waiting), count(room.active), room.per_minute.toFixed(1), seconds(room.eta_back_ms), seconds(w.admitted_p50_ms), count(w.gave_up)]
+    [count(room.waiting), count(room.active), perMinute(room.per_minute), seconds(room.eta_back_ms), seconds(w.admitted_p50_ms), count(w.gave_up)]
       .forEach(function (v) { cell({}, v); });
     var rate = cell({ "class": "pair" });
     var r = el("input", { type: "number", min: "0", value: room.rate, name: "rate", "aria-label": label("rate") });
