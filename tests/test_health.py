@@ -734,6 +734,29 @@ async def test_bounds_hold(store: Store) -> None:
     assert stats["health_reason"].startswith("target out of reach: p95 at minimal load "), stats
 
 
+async def test_the_controllers_rate_goes_with_the_target_from_code(store: Store) -> None:
+    """A room rehearsed with a target, whose controller raised its rate,
+    then deployed with a fixed rate and no target: the controller's last
+    rate stayed as one set at run time over the code's (`list` and the
+    start-up log said so, and the fixed room admitted at it; a newcomer's
+    trial: 6 a second where the code said 2). It goes with the target; an
+    operator's own value (a pin) stays, as any run-time setting does."""
+    rehearsed = room(rate=5, target=Health(p95_ms=300))
+    fixed = room(rate=2, target=None)
+    await fill_line(store, rehearsed)
+    trace = await run(store, rehearsed, Plant(capacity=10_000), 40, 0)
+    assert max(rate for rate, _ in trace) > 5, trace
+    stats = await store.stats(fixed, now=T0 + 41_000)
+    assert (stats["rate"], stats["run_time"]) == (2, []), stats
+    # Pinned by an operator, then deployed without the target: theirs stays.
+    await store.stats(rehearsed, now=T0 + 42_000)
+    await store.configure(rehearsed, rate=7, now=T0 + 42_000)
+    assert (await store.stats(fixed, now=T0 + 43_000))["rate"] == 7
+    # Given back to the controller (`--auto`): the controller's again.
+    await store.configure(rehearsed, pinned=None, now=T0 + 44_000)
+    assert (await store.stats(fixed, now=T0 + 45_000))["rate"] == 2
+
+
 async def test_the_operator_pins_and_releases(store: Store) -> None:
     the_room = room(rate=10)
     await fill_line(store, the_room)

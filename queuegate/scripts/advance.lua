@@ -125,6 +125,23 @@ local function read_settings(fields)
   end
 end
 read_settings({unpack(conf, 2, 1 + #SETTINGS)}) -- per call
+-- per call {
+-- A rate (or capacity) the health controller set is its, not an
+-- operator's (`held`, health.lua): a deploy whose code has no target any
+-- more takes it away with the controller, and the code's is in force. (It
+-- stayed as one set at run time: a room rehearsed with a target, then
+-- deployed at a fixed 2 a second, admitted at the controller's last 6.)
+if new_defaults and (tonumber(default[14]) or 0) == 0 then
+  local held = redis.call('HGET', KEYS[5], 'held')
+  if held then
+    redis.call('HDEL', KEYS[5], held, 'held')
+    for i, name in ipairs(SETTINGS) do
+      if name == held then conf[i + 1] = false end
+    end
+    read_settings({unpack(conf, 2, 1 + #SETTINGS)})
+  end
+end
+-- per call }
 
 -- The setting a health target's controller holds (health.lua), unless
 -- pinned: the rate, or the capacity of a room without one.

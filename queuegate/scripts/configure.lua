@@ -205,6 +205,13 @@ local target_after = after(given.target_ms, target_ms, 14)
 if given.pinned == '' then redis.call('HDEL', KEYS[5], 'pinned') end
 local written = {}
 local pinned_now = false
+-- The value the controller last wrote (health.lua), until an operator's
+-- value or reset of it; one given back to it (unpinned) is its too.
+local held = redis.call('HGET', KEYS[5], 'held')
+if given.pinned == '' and was_pinned and target_after > 0 then
+  held = controlled_after
+  redis.call('HSET', KEYS[5], 'held', held)
+end
 if reset_all then written = {'reset_all', table.concat(were, ',')} end
 for _, field in ipairs(order) do
   local value = given[field]
@@ -226,6 +233,7 @@ for _, field in ipairs(order) do
   if value ~= nil then
     written[#written + 1] = field
     written[#written + 1] = value
+    if field == held then redis.call('HDEL', KEYS[5], 'held') end
   end
 end
 -- (Said last: the setting given took the controller's place.)

@@ -953,7 +953,9 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     elseif new > value and string.sub(reason, 1, 5) ~= 'raise' and string.sub(reason, 1, 6) ~= 'target' then
       reason = 'raise: what the visitors inside will bring leaves room'
     end
-    redis.call('HSET', KEYS[5], field, new)
+    -- (`held`: the value is the controller's, not an operator's; it goes
+    -- with the target from code: advance.lua.)
+    redis.call('HSET', KEYS[5], field, new, 'held', field)
     redis.call('HDEL', KEYS[5], 'view_at', 'view') -- built for the old value (view.lua)
     put('changed', reason)
     put('changed_at', now)
