@@ -119,11 +119,18 @@ def _with_title(values: dict[str, str], language: Language) -> dict[str, str]:
     title shows neither: its name is the operator's, not the visitor's."""
     title = values.get("title", "")
     values["room_line"] = f'<p class="room">{title}</p>' if title else ""
-    joined = html.escape(language.text(TAB_TITLE))
     for name in HEADINGS:
-        heading = html.escape(language.text(TEXTS[name]))
-        values[f"tab_{name}"] = joined.format(heading=heading, title=title) if title else heading
+        values[f"tab_{name}"] = _tab(language, title, name)
     return values
+
+
+@lru_cache(maxsize=1024)
+def _tab(language: Language, title: str, name: str) -> str:
+    """The tab's title for the heading ``name`` (``TEXTS``) and the room's
+    ``title`` (escaped, or ""), escaped: the heading alone, or both as the
+    language joins them (``TAB_TITLE``)."""
+    heading = html.escape(language.text(TEXTS[name]))
+    return html.escape(language.text(TAB_TITLE)).format(heading=heading, title=title) if title else heading
 
 
 def _template(name: str) -> str:
@@ -149,7 +156,8 @@ class Pages:
     with the placeholders ``$title`` (the room's, empty if it has none;
     ``$room_line`` is the built-in page's line for it), ``$position``,
     ``$ahead_text``, ``$eta_text``, ``$line_state`` (``paused`` while the
-    line is paused, else empty), ``$notice`` (the note to one who lost a
+    line is paused, else empty), ``$heading`` and ``$tab`` (the heading and
+    the tab's title, which say when the line is paused), ``$notice`` (the note to one who lost a
     place and joined again, else empty), ``$position_label``, ``$ahead_label``, ``$updated``,
     ``$status_url``, ``$leave_url`` and ``$poll_seconds`` (all HTML-escaped),
     and ``$style``, the built-in page's stylesheet.
@@ -286,6 +294,7 @@ class Pages:
             "eta_text": language.eta_html(outcome.eta_ms),
             "line_state": "paused" if paused else "",
             "heading": _texts(language)["t_paused_heading" if paused else "t_in_line"],
+            "tab": _tab(language, _escaped(title), "paused_heading" if paused else "in_line"),
             "notice": _rejoined(language) if rejoined else "",
         }
         return Page(status, headers, moment.fill(own))

@@ -125,4 +125,4 @@ BACK_HOME = N_("Back to the home page")
 TAB_TITLE = N_("{heading}: {title}")
 # The built-in pages' headings (TEXTS), each in its page's tab title as
 # $tab_<name>: alone, or with the room's title in TAB_TITLE.
-HEADINGS = ("in_line", "opening_soon", "check_heading")
+HEADINGS = ("in_line", "paused_heading", "opening_soon", "check_heading")

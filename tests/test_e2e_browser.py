@@ -134,11 +134,13 @@ def test_a_visitor_waits_watches_the_line_move_and_buys(shop: str, redis_url: st
             assert bob.text_content("#qg-eta") == paused
             assert bob.evaluate("() => document.getElementById('qg').classList.contains('paused')")
             assert bob.text_content("h1") == "The line is paused"
+            assert bob.title().startswith("The line is paused")  # the tab, where most wait
             console("set", "checkout", "--status", "open", redis_url=redis_url)
             bob.wait_for_function(
                 f"() => document.getElementById('qg-eta')?.textContent !== {paused!r}", timeout=10_000
             )
             assert bob.text_content("h1") == "You are in line"
+            assert bob.title().startswith("You are in line")
 
             # The back office: virtual visitors crowd in, the numbers follow live.
             office = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()

@@ -468,13 +468,17 @@ async def test_a_paused_line_tells_those_waiting_it_is_paused(make_gate: MakeGat
         page = await waiting.get("/checkout", headers={"accept-language": "he"})
         assert 'id="qg-eta">מושהה כרגע; המקום שלכם שמור<' in page.text
         assert '<main id="qg" class="paused"' in page.text  # its dots stand still
-        assert 'data-paused="התור מושהה">התור מושהה</h1>' in page.text  # and its heading says it
+        assert 'data-paused="התור מושהה"' in page.text
+        assert ">התור מושהה</h1>" in page.text  # its heading says it
+        assert "<title>התור מושהה</title>" in page.text  # and its tab, where most visitors wait
         await gate.rooms["sale"].configure(status="open")
         said = (await waiting.get("/checkout", headers=json_)).json()
         assert (said["position"], said["paused"], said["eta_text"]) == (1, False, "about 60 minutes")
         page = await waiting.get("/checkout")
         assert '<main id="qg" class=""' in page.text
-        assert 'data-paused="The line is paused">You are in line</h1>' in page.text
+        assert 'data-paused="The line is paused"' in page.text
+        assert ">You are in line</h1>" in page.text
+        assert "<title>You are in line</title>" in page.text
 
 
 async def test_one_who_lost_a_place_and_joins_again_is_told(make_gate: MakeGate) -> None:
