@@ -29,6 +29,7 @@ from .options import Settings
 from .pages import Headers, Page, Pages, send_page
 from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
+from .served import passing, watch_served
 from .settings import ConfigError, Room
 from .startup import warming
 from .store import FAR_FROM, Client, Store, connect
@@ -221,6 +222,7 @@ class QueueGate:
         self._measure_all = any(room.target is not None for room in settings.rooms)
         # The look for a loss of Redis's data not started yet (queuegate.dataloss).
         self._unwatched = True
+        self._served = watch_served(self, app)  # the app served without the gate, said at its start
 
     # -- routing -----------------------------------------------------------
 
@@ -265,6 +267,9 @@ class QueueGate:
             say_unrouted(self.app, self.settings.rooms)  # the app's routes are all there by now
             receive = warming(self.store, self.rooms, receive)
             send = self._closing_send(send)
+            with passing(self._served):
+                await self.app(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
     @staticmethod

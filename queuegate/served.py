@@ -1,0 +1,138 @@
+"""A gate that is not served, said at the app's startup.
+
+With ``gate = QueueGate(app, ...)``, a server given ``app`` instead of
+``gate`` never calls the gate: every request reaches the app unqueued, and
+nothing is logged (a newcomer's trial: ``uvicorn shop:app``, and each
+/checkout answered 200). Where the app is Starlette's or FastAPI's
+(reached through any middleware that keeps the next app as ``.app``), the
+gate wraps its router's ``lifespan_context``; a gate's lifespan marks the
+context it passes on, so the router's lifespan starting without any of its
+gates' marks means the server was handed the app behind them, and that is
+logged as an error. A gate added with ``add_middleware`` is in the app's
+own stack, so its lifespan always comes first. Nothing can be hooked in a
+Django, Litestar or plain ASGI app, nor without a lifespan (``--lifespan
+off``); and nothing here stops an app from starting.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from starlette.routing import Router
+
+if TYPE_CHECKING:
+    from .gate import QueueGate
+
+__all__ = ["Served", "passing", "watch_served"]
+
+logger = logging.getLogger("queuegate")
+
+MAX_DEPTH = 32  # middlewares walked through to find the app's router
+# The gates whose lifespan the current one passed through, outermost first.
+_PASSED: ContextVar[tuple[object, ...]] = ContextVar("queuegate_passed", default=())
+
+
+class Served:
+    """A gate as the router it wraps knows it: weakly, so that a gate made
+    and dropped (a test's, a script's) is no gate to serve; and through
+    this plain object, since a class compiled with mypyc (the gate's) takes
+    no weak reference. It lives as long as its gate (a cycle the collector
+    ends)."""
+
+    def __init__(self, gate: QueueGate) -> None:
+        self.gate = gate
+
+
+@contextmanager
+def passing(served: Served) -> Iterator[None]:
+    """Around a gate's call of its app's lifespan: the app's router sees
+    that it came through the gate."""
+    token = _PASSED.set((*_PASSED.get(), served))
+    try:
+        yield
+    finally:
+        _PASSED.reset(token)
+
+
+class _Watched:
+    """A router's lifespan context, said as not served at its start when no
+    gate in front of the router passed the lifespan on."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.gates: weakref.WeakSet[Served] = weakref.WeakSet()
+
+    def __call__(self, app: Any) -> AbstractAsyncContextManager[Any]:
+        gates = list(self.gates)
+        passed = _PASSED.get()
+        if gates and not any(served in passed for served in gates):
+            _say_not_served([served.gate for served in gates], app)
+        return self.inner(app)  # type: ignore[no-any-return]
+
+
+def _router_of(app: Any) -> Router | None:
+    for _ in range(MAX_DEPTH):
+        if isinstance(app, Router):
+            return app
+        router = getattr(app, "router", None)
+        if isinstance(router, Router):
+            return router
+        app = getattr(app, "app", None)
+        if app is None:
+            return None
+    return None
+
+
+def watch_served(gate: QueueGate, app: Any) -> Served:
+    """Have ``app``'s router (if it is Starlette's) say at its lifespan's
+    start that ``gate`` was left out; never raises. The gate passes what
+    this returns to ``passing``, and keeps it."""
+    served = Served(gate)
+    try:
+        router = _router_of(app)
+        if router is not None:
+            watched = router.lifespan_context
+            if not isinstance(watched, _Watched):
+                watched = _Watched(watched)
+                router.lifespan_context = watched
+            watched.gates.add(served)
+    except Exception:  # an app's insides are its own: looking into them must not stop it starting
+        logger.debug("queuegate: the app's router could not be watched for a gate not served", exc_info=True)
+    return served
+
+
+def _name_of(thing: object) -> str | None:
+    """``module:name`` of a module's global bound to ``thing``, as a server
+    is given it (``None``: none, or only in ``__main__``)."""
+    for module_name, module in list(sys.modules.items()):
+        names = getattr(module, "__dict__", None)
+        if module_name == "__main__" or not isinstance(names, dict):
+            continue
+        for name, value in list(names.items()):
+            if value is thing and not name.startswith("_"):
+                return f"{module_name}:{name}"
+    return None
+
+
+def _say_not_served(gates: list[QueueGate], app: Any) -> None:
+    rooms = sorted({room.name for gate in gates for room in gate.settings.rooms})
+    gate_name = next((name for name in map(_name_of, gates) if name is not None), None)
+    app_name = _name_of(app)
+    if gate_name is not None:
+        serve = f"run `uvicorn {gate_name}`" + (f", not `uvicorn {app_name}`" if app_name else "")
+    else:
+        serve = "with gate = QueueGate(app, ...), run `uvicorn module:gate`"
+    logger.error(
+        "queuegate: the gate is not being served, so its rooms (%s) gate nothing: the app started "
+        "without passing through the QueueGate that wraps it, and every request reaches the app "
+        "unqueued. Serve the QueueGate object, not the app it wraps (%s), or add it to the app with "
+        "app.add_middleware(QueueGate, ...)",
+        ", ".join(rooms),
+        serve,
+    )
