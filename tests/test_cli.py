@@ -606,6 +606,16 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
             "queuegate set: unknown option --ra: options are not abbreviated (did you mean --rate?)",
         ),
         (("show", "sale", "--colour"), "queuegate show: unknown option --colour (see queuegate show --help)"),
+        # A misspelt option is named with those spelt most like it.
+        (
+            ("set", "sale", "--satus", "paused"),
+            "queuegate set: unknown option --satus (did you mean --status?) (see queuegate set --help)",
+        ),
+        (
+            ("set", "sale", "--max_step", "3"),
+            "queuegate set: unknown option --max_step (did you mean --max-step?)",
+        ),
+        (("--rdis", "redis://x", "list"), "queuegate: unknown option --rdis (did you mean --redis?)"),
     ],
 )
 def test_only_whole_option_names_with_a_clear_error(args: tuple[str, ...], message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import os
 import re
@@ -34,7 +35,8 @@ class Parser(argparse.ArgumentParser):
     are added (``serve-admin --p`` meant ``--port`` until every command
     took ``--prefix``), so a script's ``--p 9000`` would one day be an
     error or another option. An unknown option is named in the error, with
-    the ones it may have meant.
+    the ones it may have meant: those it begins, else those spelt most
+    like it.
 
     argparse finds an unknown option too, but only once it has parsed the
     words around it: before the command, the unknown option's value is
@@ -65,15 +67,23 @@ class Parser(argparse.ArgumentParser):
             name = argument.split("=", 1)[0]
             # (argparse takes a word with a space for a value, not an option)
             if name.startswith("--") and " " not in name and name not in options:
-                meant = " or ".join(sorted(option for option in options if option.startswith(name)))
-                self.error(
-                    f"unknown option {name}"
-                    + (f": options are not abbreviated (did you mean {meant}?)" if meant else "")
-                )
+                self.error(f"unknown option {name}{_meant(name, options)}")
         return super().parse_known_args(arguments, namespace)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _meant(name: str, options: Iterable[str]) -> str:
+    """What an unknown option may have meant: the whole names it begins
+    (an abbreviation), else those spelt most like it (``--satus``)."""
+    known = sorted(option for option in options if option.startswith("--"))
+    begun = [option for option in known if option.startswith(name)]
+    if begun:
+        return f": options are not abbreviated (did you mean {' or '.join(begun)}?)"
+    # (compared without the dashes, which every name shares)
+    like = difflib.get_close_matches(name[2:], [option[2:] for option in known], n=3)
+    return f" (did you mean {' or '.join('--' + option for option in like)}?)" if like else ""
 
 
 def _number(text: str, cast: Callable[[str], float]) -> float:
