@@ -558,9 +558,11 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
     # trial: asked only for --yes, then refused).
     unconfirmed = cli("forget", "sale", url=busy_room)
     assert unconfirmed.returncode == 2
+    left = ", ".join(visitor for visitor, _ in (await store.visitors("sale"))["active"])
     assert unconfirmed.stderr.endswith(
         "; but it is in use (3 visitors waiting, 2 sessions), and is forgotten only once its line is "
-        "drained (queuegate drain sale --yes) and its sessions ended; add --yes to confirm\n"
+        "drained (queuegate drain sale --yes) and its sessions ended, or end them now: queuegate release "
+        f"sale ID (the sessions left: {left}); add --yes to confirm\n"
     )
     in_use = cli("forget", "sale", "--yes", url=busy_room)
     assert (in_use.returncode, in_use.stdout) == (1, "")
@@ -568,7 +570,8 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
         r"queuegate: forget: room 'sale' is in use \(3 visitors waiting, 2 sessions, the last ending "
         r"(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d UTC \(in \d+ min( \d+ s)?\)\), nothing deleted: "
         r"its app may still send visitors there\. Drain its line \(queuegate drain sale --yes\) and let "
-        r"the sessions end first\n",
+        r"the sessions end first, or end them now: queuegate release sale ID "
+        rf"\(the sessions left: {re.escape(left)}\)\n",
         in_use.stderr,
     ), in_use.stderr
     done = cli("forget", "renamed", "--yes", url=busy_room)
@@ -582,6 +585,36 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
         ("forget", {"room": "renamed", "set at run time": {"session": 90.0, "status": "paused"}})
     ]
     assert aside[0]["who"].startswith("console (")
+
+
+@pytest.mark.anyio
+async def test_a_forget_refused_for_a_few_sessions_names_them_to_release(
+    make_gate: MakeGate, redis_url: str, store: Store
+) -> None:
+    """A room left with one session (a tester's tab) was refused with only
+    "drain its line" to do (a newcomer's trial): a few sessions are named,
+    with the command that ends each now; more than a few are not."""
+    old = Room("old", paths=["/old*"], rate=10, per=60.0)
+    gate = await make_gate(rooms=[old])
+    async with client_for(gate) as client:
+        assert (await client.get("/old")).status_code == 200
+    (visitor, _), *_ = (await store.visitors("old"))["active"]
+    refused = cli("forget", "old", "--yes", url=redis_url)
+    assert refused.returncode == 1
+    assert refused.stderr.endswith(
+        f"or end it now: queuegate release old ID (the session left: {visitor})\n"
+    ), refused.stderr
+    assert f"(the session left: {visitor}); add --yes" in cli("forget", "old", url=redis_url).stderr
+    assert cli("release", "old", visitor, url=redis_url).returncode == 0
+    done = cli("forget", "old", "--yes", url=redis_url)
+    assert done.returncode == 0, done.stderr
+    # Six: waited out, as before.
+    for _ in range(6):
+        async with client_for(gate) as client:
+            assert (await client.get("/old")).status_code == 200
+    refused = cli("forget", "old", "--yes", url=redis_url)
+    assert "6 sessions" in refused.stderr
+    assert "release" not in refused.stderr
 
 
 @pytest.mark.parametrize(

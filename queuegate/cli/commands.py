@@ -18,6 +18,8 @@ from .parser import CommandError
 from .session import Bounded, Output, opened
 from .views import _list, _show
 
+FEW_SESSIONS = 5  # sessions left in a room refused a forget that are said one by one, to release
+
 
 async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
     changes: dict[str, Any] = {name: getattr(args, name) for name in ROOM_SETTINGS}
@@ -136,6 +138,20 @@ async def _seed(ask: Bounded, args: argparse.Namespace) -> Output:
     return f"seed {seed}\nsha256 {stats['seed_sha256']}"
 
 
+async def _ending_now(ask: Bounded, room: str, active: int) -> str:
+    """For a room refused a forget: a few sessions left (a tester's, one
+    forgotten tab) can be ended now rather than waited out, each by its id."""
+    if not 0 < active <= FEW_SESSIONS:
+        return ""
+    ids = [visitor for visitor, _ in (await ask(ask.store.visitors(room, active)))["active"]]
+    if not ids:  # (ended since)
+        return ""
+    return (
+        f", or end {'it' if len(ids) == 1 else 'them'} now: queuegate release {room} ID "
+        f"(the session{'' if len(ids) == 1 else 's'} left: {', '.join(ids)})"
+    )
+
+
 async def _forget(ask: Bounded, args: argparse.Namespace) -> Output:
     room = args.room
     if not args.yes:
@@ -147,6 +163,7 @@ async def _forget(ask: Bounded, args: argparse.Namespace) -> Output:
         in_use = (
             f"; but it is in use ({count(waiting, 'visitor')} waiting, {count(active, 'session')}), and is "
             f"forgotten only once its line is drained (queuegate drain {room} --yes) and its sessions ended"
+            + await _ending_now(ask, room, active)
             if waiting or active
             else ""
         )
@@ -165,6 +182,7 @@ async def _forget(ask: Bounded, args: argparse.Namespace) -> Output:
             f"forget: room {room!r} is in use ({count(waiting, 'visitor')} waiting, "
             f"{count(active, 'session')}{last}), nothing deleted: its app may still send visitors "
             f"there. Drain its line (queuegate drain {room} --yes) and let the sessions end first"
+            + await _ending_now(ask, room, active)
         )
     return (
         f"{room}: forgotten. An app that still has this room in its code makes it again at its next "
