@@ -10,6 +10,7 @@ its parameters drawn per seed, against the controller itself
 
     python -m benchmarks.families [--seeds 16] [--phase-seconds 120]
         [--family NAME ...] [--trace FAMILY:SEED] [--json] [--oracles FILE]
+        [--per SECONDS]
 
 Each family runs in three phases of capacity (for most: as drawn, then
 30-50 % of it, then 130-180 %; an outage comes in the second phase).
@@ -27,6 +28,10 @@ error rate is over its maximum, the highest rate against the oracle's
 of the rate a minute in the phase's second half, and the time to reach
 the oracle's rate (within a fifth); for a target out of reach, when it
 was named. A law is judged by its worst family.
+
+``--per``: the room counts its rate per that many seconds (its rate from
+code 5 a second, its floor the default); the rates printed are a second.
+The oracles are the same.
 """
 
 from __future__ import annotations
@@ -312,11 +317,12 @@ async def family_report(
     seeds: int,
     phase_seconds: int,
     cache: dict[str, dict[str, float]] | None = None,
+    per: float = 1.0,
 ) -> dict[str, Any]:
     per_seed = []
     for seed in range(seeds):
         oracles = [cached_oracle(cache, family, seed, phase, phase_seconds) for phase in range(3)]
-        run = await simulate(redis_url, family, seed, phase_seconds)
+        run = await simulate(redis_url, family, seed, phase_seconds, per=per)
         rows = judge(run, oracles, phase_seconds)
         schedule = climb(oracles, visit_seconds(run.plant), phase_seconds)
         climbed = await simulate(None, family, seed, phase_seconds, fixed=schedule)
@@ -415,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", metavar="FAMILY:SEED", help="one run's rate and reason, each second")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
+        "--per", type=float, default=1.0, help="the room's interval, s (its rate from code: 5 a second)"
+    )
+    parser.add_argument(
         "--oracles", metavar="FILE", type=Path, help="keep the oracles' sweeps in FILE (JSON) and reuse them"
     )
     args = parser.parse_args(argv)
@@ -425,13 +434,13 @@ def main(argv: list[str] | None = None) -> int:
     with EmbeddedServer(server_binary("path")) as server:
         if args.trace:
             name, _, seed = args.trace.partition(":")
-            run = asyncio.run(simulate(server.url, name, int(seed or 0), args.phase_seconds))
+            run = asyncio.run(simulate(server.url, name, int(seed or 0), args.phase_seconds, per=args.per))
             for second, (rate, reason) in enumerate(zip(run.rates, run.reasons, strict=True)):
                 print(second, rate, reason)
             return 0
         results = []
         for name in families:
-            report = family_report(server.url, name, args.seeds, args.phase_seconds, cache)
+            report = family_report(server.url, name, args.seeds, args.phase_seconds, cache, args.per)
             results.append(asyncio.run(report))
             if args.oracles:
                 args.oracles.write_text(json.dumps(cache))
