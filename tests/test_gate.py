@@ -475,7 +475,7 @@ async def test_a_paused_line_tells_those_waiting_it_is_paused(make_gate: MakeGat
         said = (await waiting.get("/checkout", headers=json_)).json()
         assert (said["position"], said["paused"], said["eta_text"]) == (1, False, "about 60 minutes")
         page = await waiting.get("/checkout")
-        assert '<main id="qg" class=""' in page.text, page.text[page.text.find("<main"):][:120]
+        assert '<main id="qg" class=""' in page.text, page.text[page.text.find("<main") :][:120]
         assert 'data-paused="The line is paused"' in page.text
         assert ">You are in line</h1>" in page.text
         assert "<title>You are in line</title>" in page.text
