@@ -807,6 +807,8 @@ async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: St
     assert again == "adaptive: rate=4, per=2.0\n"
     pinned = cli("show", "adaptive", url=redis_url).stdout
     assert re.search(r"^ +rate +4 visitors every 2 s +set at run time; code: ", pinned, re.M), pinned
+    # A room with a target lets its rate in evenly: 2 each second, not 4 every 2 s.
+    assert re.search(r"^ +tokens +\d of 2 left this 1 s step \(the rate let in evenly", pinned, re.M), pinned
     assert cli("set", "adaptive", "--auto", url=redis_url).returncode == 0
     auto = cli("show", "adaptive", url=redis_url).stdout
     assert re.search(

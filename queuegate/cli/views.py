@@ -309,7 +309,15 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
     line.add_row("admitting", f"{per_minute(stats['per_minute'])} lately")
     line.add_row("sessions ending", f"{per_minute(stats['ended_per_minute'])} lately")
     if stats["tokens"] >= 0:
-        line.add_row("tokens", f"{stats['tokens']:,} of {stats['rate']:,} left this interval")
+        step = stats.get("step", stats["per"])
+        if step == stats["per"]:
+            line.add_row("tokens", f"{stats['tokens']:,} of {stats['rate']:,} left this interval")
+        else:  # a room with a health target lets its rate in evenly (advance.lua)
+            line.add_row(
+                "tokens",
+                f"{stats['tokens']:,} of {stats['step_n']:,} left this {milliseconds(step)} step "
+                "(the rate let in evenly, as a room with a health target is)",
+            )
     totals = _grid()
     for key in ("joined", "admitted", "abandoned", "expired", "released", "left", "drained"):
         said = count(stats[key], "visitor")

@@ -2,7 +2,8 @@
 -- so the figures are current even when no visitor has asked for a while.
 --
 -- Returns a flat list of field, value pairs (values as strings):
---   now, waiting, active, tokens (-1 = no rate limit), per_minute and
+--   now, waiting, active, tokens (-1 = no rate limit) and the bucket's
+--   step (step_n more each step ms: advance.lua), per_minute and
 --   ended_per_minute (measured admissions and session ends), eta_back_ms
 --   (the wait at the back of the line, -1 = unknown; in a lottery, the
 --   median wait),
@@ -36,7 +37,7 @@ local counters = redis.call('HMGET', KEYS[5], 'admitted', 'joined', 'abandoned',
   'expired', 'released', 'left', 'drained', 'limited', 'seed_sha256')
 local out = {
   'now', now, 'waiting', waiting, 'active', active_n,
-  'tokens', rate > 0 and tokens or -1,
+  'tokens', rate > 0 and tokens or -1, 'step_n', step_n, 'step', step,
   'per_minute', string.format('%.3f', per_minute(win_count, win_prev, win_start)),
   'ended_per_minute', string.format('%.3f', per_minute(end_count, end_prev, win_start)),
   'eta_back_ms', eta(back),
