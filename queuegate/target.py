@@ -58,8 +58,7 @@ class Health:
     after a lowering; a cut for an overload does not wait. About how long
     a visit lasts: the visit the gate measures (by age since admission)
     lengthens it (but for the model's raise after a cut), never shortens
-    it. The law is on one page in
-    docs/guides/health.md.
+    it. What to set: docs/guides/health.md; the law: docs/guides/health-law.md.
     """
 
     p95_ms: float

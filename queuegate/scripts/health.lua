@@ -21,7 +21,7 @@
 --                    sessions), three numbers each: requests started,
 --                    successful responses, and their time summed (ms)
 --
--- The law, in four parts (docs/guides/health.md says why):
+-- The law, in four parts (docs/guides/health-law.md says why):
 --
 -- 1. The visit. Per room, faded over PROFILE_S: by the visit's age, how
 --    many requests an admitted visitor makes a second (started, over the
