@@ -163,3 +163,41 @@ def test_a_turn_the_stream_never_brought_is_found_by_the_pages_own_check(redis_u
             proxy.close()
     assert b"event: state" in proxy.silenced  # the turn was sent, and never reached the page
     assert 29.0 < took < 60.0, took  # found by the page's check after 30-45 s without news
+
+
+def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(shop: str, redis_url: str) -> None:
+    """Redis's data lost while the page waits in a background tab: its poll
+    answers "none", which the page took for its turn (the tab's title, the
+    tone, a notification, then a wait for the visitor to look). Only an
+    admission is a turn: the page goes back to the gated page at once,
+    which places the visitor again, and says nothing of a turn."""
+    import httpx
+    import redis as sync_redis
+
+    holder = httpx.Client()
+    assert holder.get(shop + "/checkout").status_code == 200  # the one slot
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
+        )
+        try:
+            context = browser.new_context()
+            # Polls every second, no stream (its news of the loss comes later).
+            context.add_init_script(HIDDEN_TAB + "window.EventSource = undefined;")
+            page = context.new_page()
+            page.goto(shop + "/checkout")
+            assert page.query_selector("#qg-position") is not None
+            page.click("#qg-notify")
+            until(page, "window.Notification.permission === 'granted'")
+            page.evaluate("window.__hidden = true")
+            client = sync_redis.Redis.from_url(redis_url)
+            for key in client.scan_iter(match="*{sale}*"):
+                client.delete(key)  # the room's data, lost
+            client.close()
+            until(page, "document.readyState === 'complete' && !document.getElementById('qg-notify')")
+            assert page.evaluate("window.__notified") == []
+            assert "\u25b6" not in page.title()
+        finally:
+            browser.close()
+            holder.close()
