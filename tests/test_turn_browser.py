@@ -201,3 +201,33 @@ def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(shop: str, redi
         finally:
             browser.close()
             holder.close()
+
+
+def test_a_room_let_through_rings_the_turn_of_a_page_in_a_background_tab(shop: str, redis_url: str) -> None:
+    """The operator lets everyone through (passthrough): for a page waiting
+    in a background tab that is its turn, rung as an admission is."""
+    import httpx
+
+    from .test_cli import cli
+
+    holder = httpx.Client()
+    assert holder.get(shop + "/checkout").status_code == 200  # the one slot
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
+        )
+        try:
+            context = browser.new_context()
+            context.add_init_script(HIDDEN_TAB + "window.EventSource = undefined;")
+            page = context.new_page()
+            page.goto(shop + "/checkout")
+            page.click("#qg-notify")
+            until(page, "window.Notification.permission === 'granted'")
+            page.evaluate("window.__hidden = true")
+            assert cli("set", "sale", "--status", "passthrough", url=redis_url).returncode == 0
+            until(page, "document.title.indexOf('\\u25B6') === 0")
+            assert page.evaluate("window.__notified") != []
+        finally:
+            browser.close()
+            holder.close()
