@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from queuegate import Room, Store
+from queuegate import Health, Room, Store
 from queuegate.store import connect
 
 T0 = 1_700_000_000_000
@@ -36,6 +37,7 @@ class Shape:
     capacity: int = 0
     method: str = "fifo"
     opens_in_ms: int = 0  # a pre-queue that opens this long after T0
+    target: bool = False  # follows health: a window's N released in steps of about a second
 
 
 SHAPES = {
@@ -44,7 +46,20 @@ SHAPES = {
     "capacity": Shape(rate=0, capacity=3),
     "lottery": Shape(rate=2, method="random"),
     "prequeue": Shape(rate=3, opens_in_ms=5 * PER_MS + 700),
+    "health": Shape(rate=7, target=True),
 }
+
+
+def most_an_interval(shape: Shape) -> int:
+    """The most one interval may let in: N; in steps (advance.lua: step_n
+    each step ms, a second's share of N rounded up, its step as long as
+    that takes), as many steps as may start within an interval."""
+    if not shape.target or PER_MS <= 1000:
+        return shape.rate
+    step_n = math.ceil(shape.rate * 1000 / PER_MS)
+    step = math.ceil(PER_MS * step_n / shape.rate)
+    return step_n * math.ceil(PER_MS / step)
+
 
 # Silences between two calls: none, short, around whole intervals, long.
 silences = st.one_of(
@@ -75,6 +90,7 @@ def make_room(shape: Shape) -> Room:
         opens_at=(T0 + shape.opens_in_ms) / 1000 if shape.opens_in_ms else None,
         abandon=0,
         client_limit=0,
+        target=Health(p95_ms=300) if shape.target else None,
     )
 
 
@@ -109,7 +125,10 @@ async def play(store: Store, shape: Shape, plan: list[tuple[int, str, int]]) -> 
             assert stats["active"] <= shape.capacity, (now - T0, operation)
     if shape.rate:
         worst = max(per_interval.values(), default=0)
-        assert worst <= shape.rate, sorted(per_interval.items())
+        assert worst <= most_an_interval(shape), sorted(per_interval.items())
+        # And N an interval at most over the whole run (in steps too).
+        intervals = (now - T0) // PER_MS + 1
+        assert admitted <= shape.rate * intervals, (admitted, intervals)
 
 
 @pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))

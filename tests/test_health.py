@@ -746,15 +746,20 @@ async def test_the_controllers_rate_goes_with_the_target_from_code(store: Store)
     await fill_line(store, rehearsed)
     trace = await run(store, rehearsed, Plant(capacity=10_000), 40, 0)
     assert max(rate for rate, _ in trace) > 5, trace
-    stats = await store.stats(fixed, now=T0 + 41_000)
-    assert (stats["rate"], stats["run_time"]) == (2, []), stats
+    # `per` set alone leaves the rate the controller's: the pair goes with it.
+    await store.configure(rehearsed, per=2.0, now=T0 + 40_500)
+    # A rolling deploy: processes with the target may still report for a
+    # while, and would write it again. Once none has looked for 30 s, it goes.
+    assert (await store.stats(fixed, now=T0 + 41_000))["rate"] > 5
+    stats = await store.stats(fixed, now=T0 + 71_000)
+    assert (stats["rate"], stats["per"], stats["run_time"]) == (2, 1000, []), stats
     # Pinned by an operator, then deployed without the target: theirs stays.
-    await store.stats(rehearsed, now=T0 + 42_000)
-    await store.configure(rehearsed, rate=7, now=T0 + 42_000)
-    assert (await store.stats(fixed, now=T0 + 43_000))["rate"] == 7
+    await store.stats(rehearsed, now=T0 + 72_000)
+    await store.configure(rehearsed, rate=7, now=T0 + 72_000)
+    assert (await store.stats(fixed, now=T0 + 73_000))["rate"] == 7
     # Given back to the controller (`--auto`): the controller's again.
-    await store.configure(rehearsed, pinned=None, now=T0 + 44_000)
-    assert (await store.stats(fixed, now=T0 + 45_000))["rate"] == 2
+    await store.configure(rehearsed, pinned=None, now=T0 + 74_000)
+    assert (await store.stats(fixed, now=T0 + 75_000))["rate"] == 2
 
 
 async def test_the_operator_pins_and_releases(store: Store) -> None:

@@ -52,13 +52,19 @@
 --             the effect of the last one
 
 local HEAD_MEMORY = 10000 -- ms; how fast the skipped share at the head forgets
-local EVEN_STEP = 1000 -- ms: a room that follows health refills its bucket at least this often
+local HELD_KEPT = 30000 -- ms: a value the health controller set stays this long after its last look, once the code has no target
+local EVEN_STEP = 1000 -- ms: a room that follows health refills its bucket in steps this long (or as long as one visitor takes)
 local ADMITS_KEPT = 3610000 -- ms of admissions the health controller's record keeps (health.lua)
 local SETTINGS = {'rate', 'per', 'capacity', 'session', 'sliding', 'abandon',
   'max_step', 'status', 'method', 'opens_at', 'client_limit', 'forget', 'challenge',
   'target_ms', 'max_errors', 'floor', 'ceiling', 'settle'}
 
-local conf = redis.call('HMGET', KEYS[5], 'defaults', unpack(SETTINGS)) -- per call
+-- (And last, `held`: below.)
+local CONF = {'defaults'}
+for i = 1, #SETTINGS do CONF[i + 1] = SETTINGS[i] end
+CONF[#CONF + 1] = 'held'
+local conf = redis.call('HMGET', KEYS[5], unpack(CONF)) -- per call
+local held = conf[#CONF] -- per call
 
 local defaults = ARGV[2] -- per call
 local new_defaults = false -- per call
@@ -118,8 +124,10 @@ local function read_settings(fields)
   -- on: a minute's N let in together was a burst that its first look read
   -- as an overload of the rate's own making (300 a minute, cut to its floor
   -- at once, the burst's queue then named a target out of reach).
+  -- (A target in code: a run-time one left after a deploy without it has
+  -- no controller to follow.)
   step_n, step = rate, per
-  if target_ms > 0 and rate > 0 and per > EVEN_STEP then
+  if target_ms > 0 and (tonumber(default[14]) or 0) > 0 and rate > 0 and per > EVEN_STEP then
     step_n = math.ceil(rate * EVEN_STEP / per)
     step = math.ceil(per * step_n / rate)
   end
@@ -131,12 +139,17 @@ read_settings({unpack(conf, 2, 1 + #SETTINGS)}) -- per call
 -- more takes it away with the controller, and the code's is in force. (It
 -- stayed as one set at run time: a room rehearsed with a target, then
 -- deployed at a fixed 2 a second, admitted at the controller's last 6.)
-if new_defaults and (tonumber(default[14]) or 0) == 0 then
-  local held = redis.call('HGET', KEYS[5], 'held')
-  if held then
-    redis.call('HDEL', KEYS[5], held, 'held')
+-- Not while a controller still looks (a rolling deploy: a process with
+-- the target reports, and would write it again): once none has for
+-- HELD_KEPT. A rate goes with its pair's `per` (one pair: configure.lua),
+-- or an operator's per would make a pair nobody chose with the code's rate.
+if held and (tonumber(default[14]) or 0) == 0 then
+  local looked = tonumber(redis.call('HGET', string.sub(KEYS[5], 1, -6) .. 'health', 'adapt_at')) or 0
+  if now - looked >= HELD_KEPT then
+    local gone = {held, held == 'rate' and 'per' or held}
+    redis.call('HDEL', KEYS[5], gone[1], gone[2], 'held')
     for i, name in ipairs(SETTINGS) do
-      if name == held then conf[i + 1] = false end
+      if name == gone[1] or name == gone[2] then conf[i + 1] = false end
     end
     read_settings({unpack(conf, 2, 1 + #SETTINGS)})
   end
