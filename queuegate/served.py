@@ -42,11 +42,13 @@ class Served:
     """A gate as the router it wraps knows it: weakly, so that a gate made
     and dropped (a test's, a script's) is no gate to serve; and through
     this plain object, since a class compiled with mypyc (the gate's) takes
-    no weak reference. It lives as long as its gate (a cycle the collector
-    ends)."""
+    no weak reference. Only the gate holds it, and it holds nothing of the
+    gate but its rooms' names and identity (a reference back made a cycle:
+    a dropped gate was still watched until the collector ran)."""
 
     def __init__(self, gate: QueueGate) -> None:
-        self.gate = gate
+        self.rooms = tuple(room.name for room in gate.settings.rooms)
+        self.gate_id = id(gate)
 
 
 @contextmanager
@@ -72,7 +74,7 @@ class _Watched:
         gates = list(self.gates)
         passed = _PASSED.get()
         if gates and not any(served in passed for served in gates):
-            _say_not_served([served.gate for served in gates], app)
+            _say_not_served(gates, app)
         return self.inner(app)  # type: ignore[no-any-return]
 
 
@@ -107,23 +109,24 @@ def watch_served(gate: QueueGate, app: Any) -> Served:
     return served
 
 
-def _name_of(thing: object) -> str | None:
-    """``module:name`` of a module's global bound to ``thing``, as a server
-    is given it (``None``: none, or only in ``__main__``)."""
+def _name_of(identity: int) -> str | None:
+    """``module:name`` of a module's global bound to the object of
+    ``identity``, as a server is given it (``None``: none, or only in
+    ``__main__``)."""
     for module_name, module in list(sys.modules.items()):
         names = getattr(module, "__dict__", None)
         if module_name == "__main__" or not isinstance(names, dict):
             continue
         for name, value in list(names.items()):
-            if value is thing and not name.startswith("_"):
+            if id(value) == identity and not name.startswith("_"):
                 return f"{module_name}:{name}"
     return None
 
 
-def _say_not_served(gates: list[QueueGate], app: Any) -> None:
-    rooms = sorted({room.name for gate in gates for room in gate.settings.rooms})
-    gate_name = next((name for name in map(_name_of, gates) if name is not None), None)
-    app_name = _name_of(app)
+def _say_not_served(gates: list[Served], app: Any) -> None:
+    rooms = sorted({room for served in gates for room in served.rooms})
+    gate_name = next((name for name in (_name_of(served.gate_id) for served in gates) if name), None)
+    app_name = _name_of(id(app))
     if gate_name is not None:
         serve = f"run `uvicorn {gate_name}`" + (f", not `uvicorn {app_name}`" if app_name else "")
     else:
@@ -132,7 +135,8 @@ def _say_not_served(gates: list[QueueGate], app: Any) -> None:
         "queuegate: the gate is not being served, so its rooms (%s) gate nothing: the app started "
         "without passing through the QueueGate that wraps it, and every request reaches the app "
         "unqueued. Serve the QueueGate object, not the app it wraps (%s), or add it to the app with "
-        "app.add_middleware(QueueGate, ...)",
+        "app.add_middleware(QueueGate, ...). (Tests of the app alone, or a parent app that runs "
+        "this app's lifespan itself, meet this too: there it is no fault.)",
         ", ".join(rooms),
         serve,
     )
