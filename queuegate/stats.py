@@ -16,8 +16,9 @@ from .outcomes import text
 
 __all__ = ["DURATIONS", "decode_stats", "described", "figure", "in_people_units", "readable", "run_time"]
 
-# Settings kept in ms in Redis, and given in seconds to people.
-DURATIONS = ("per", "session", "abandon", "settle", "forget")
+# Settings kept in ms in Redis, and given in seconds to people (and the
+# bucket's step, beside per).
+DURATIONS = ("per", "session", "abandon", "settle", "forget", "step")
 TEXTS = ("status", "method", "seed_sha256", "health_reason", "health_changed", "controlled", "pinned_setting")
 
 
