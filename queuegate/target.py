@@ -83,7 +83,10 @@ class Health:
         except ConfigError as exc:
             raise ConfigError(f"Health: {exc}") from None
         if self.ceiling is not None and self.ceiling < (self.floor or 1):
-            raise ConfigError(f"Health: ceiling {self.ceiling} is below floor {self.floor}")
+            raise ConfigError(
+                f"Health: ceiling {self.ceiling} is below the floor {self.floor or 1}"
+                + ("" if self.floor else " (None: no ceiling)")
+            )
 
     def settings(self, rate: int = 0, per: float = 1.0) -> dict[str, Any]:
         """As the room's run-time settings, for a room of ``rate`` per ``per``
