@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -165,14 +166,12 @@ def test_a_turn_the_stream_never_brought_is_found_by_the_pages_own_check(redis_u
     assert 29.0 < took < 60.0, took  # found by the page's check after 30-45 s without news
 
 
-def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(shop: str, redis_url: str) -> None:
-    """Redis's data lost while the page waits in a background tab: its poll
-    answers "none", which the page took for its turn (the tab's title, the
-    tone, a notification, then a wait for the visitor to look). Only an
-    admission is a turn: the page goes back to the gated page at once,
-    which places the visitor again, and says nothing of a turn."""
+@contextmanager
+def waiting_in_a_background_tab(shop: str) -> Iterator[Page]:
+    """A visitor's waiting page (the one slot held by another), polling
+    every second with no stream, notifications allowed, in a tab the
+    visitor has left."""
     import httpx
-    import redis as sync_redis
 
     holder = httpx.Client()
     assert holder.get(shop + "/checkout").status_code == 200  # the one slot
@@ -183,7 +182,6 @@ def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(shop: str, redi
         )
         try:
             context = browser.new_context()
-            # Polls every second, no stream (its news of the loss comes later).
             context.add_init_script(HIDDEN_TAB + "window.EventSource = undefined;")
             page = context.new_page()
             page.goto(shop + "/checkout")
@@ -191,43 +189,36 @@ def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(shop: str, redi
             page.click("#qg-notify")
             until(page, "window.Notification.permission === 'granted'")
             page.evaluate("window.__hidden = true")
-            client = sync_redis.Redis.from_url(redis_url)
-            for key in client.scan_iter(match="*{sale}*"):
-                client.delete(key)  # the room's data, lost
-            client.close()
-            until(page, "document.readyState === 'complete' && !document.getElementById('qg-notify')")
-            assert page.evaluate("window.__notified") == []
-            assert "\u25b6" not in page.title()
+            yield page
         finally:
             browser.close()
             holder.close()
+
+
+def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(shop: str, redis_url: str) -> None:
+    """Redis's data lost while the page waits in a background tab: its poll
+    answers "none", which the page took for its turn (the tab's title, the
+    tone, a notification, then a wait for the visitor to look). Only an
+    admission is a turn: the page goes back to the gated page at once,
+    which places the visitor again, and says nothing of a turn."""
+    import redis as sync_redis
+
+    with waiting_in_a_background_tab(shop) as page:
+        client = sync_redis.Redis.from_url(redis_url)
+        for key in client.scan_iter(match="*{sale}*"):
+            client.delete(key)  # the room's data, lost
+        client.close()
+        until(page, "document.readyState === 'complete' && !document.getElementById('qg-notify')")
+        assert page.evaluate("window.__notified") == []
+        assert "\u25b6" not in page.title()
 
 
 def test_a_room_let_through_rings_the_turn_of_a_page_in_a_background_tab(shop: str, redis_url: str) -> None:
     """The operator lets everyone through (passthrough): for a page waiting
     in a background tab that is its turn, rung as an admission is."""
-    import httpx
-
     from .test_cli import cli
 
-    holder = httpx.Client()
-    assert holder.get(shop + "/checkout").status_code == 200  # the one slot
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
-        )
-        try:
-            context = browser.new_context()
-            context.add_init_script(HIDDEN_TAB + "window.EventSource = undefined;")
-            page = context.new_page()
-            page.goto(shop + "/checkout")
-            page.click("#qg-notify")
-            until(page, "window.Notification.permission === 'granted'")
-            page.evaluate("window.__hidden = true")
-            assert cli("set", "sale", "--status", "passthrough", url=redis_url).returncode == 0
-            until(page, "document.title.indexOf('\\u25B6') === 0")
-            assert page.evaluate("window.__notified") != []
-        finally:
-            browser.close()
-            holder.close()
+    with waiting_in_a_background_tab(shop) as page:
+        assert cli("set", "sale", "--status", "passthrough", url=redis_url).returncode == 0
+        until(page, "document.title.indexOf('\\u25B6') === 0")
+        assert page.evaluate("window.__notified") != []
