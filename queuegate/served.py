@@ -43,8 +43,8 @@ class Served:
     and dropped (a test's, a script's) is no gate to serve; and through
     this plain object, since a class compiled with mypyc (the gate's) takes
     no weak reference. Only the gate holds it, and it holds nothing of the
-    gate but its rooms' names and identity (a reference back made a cycle:
-    a dropped gate was still watched until the collector ran)."""
+    gate but its rooms' names and identity. (A gate holds cycles of its
+    own: dropped, it is forgotten at the garbage collector's next pass.)"""
 
     def __init__(self, gate: QueueGate) -> None:
         self.rooms = tuple(room.name for room in gate.settings.rooms)

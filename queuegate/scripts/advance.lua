@@ -355,7 +355,9 @@ local function advance()
   end
   dirty = state[3] == false or (rate > 0 and state[1] == false)
   if rate > 0 and tokens ~= nil and tokens > step_n then
-    tokens = step_n -- N was lowered since the last call: the bucket shrinks with it
+    -- N was lowered since the last call, or the room now admits in steps:
+    -- the bucket shrinks with it
+    tokens = step_n
     dirty = true
   end
 
@@ -387,7 +389,9 @@ local function advance()
   -- Token bucket: a step's visitors more per whole step elapsed since the
   -- last refill (N per interval, or evenly: read_settings), capped at a
   -- step's before anything is spent: a silence never buys a burst, so no
-  -- interval ever lets more than N in, whoever calls and whenever. (The
+  -- interval ever lets more than N in (a room in steps: its steps that may
+  -- start within an interval, a step more where N is not a whole number of
+  -- them), whoever calls and whenever. (The
   -- line does not wait for a caller to move: queuegate/ticker.py advances
   -- every room at its refill boundaries.)
   if rate > 0 then
