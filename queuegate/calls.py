@@ -365,10 +365,17 @@ class ScriptCalls:
         try:
             await asyncio.gather(
                 *(self._load(name) for name in self._scripts),
-                *(self._load_library(name) for name in self._functions),
+                *(self._warm_library(name) for name in self._functions),
             )
         except FAILURES as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def _warm_library(self, name: str) -> None:
+        """``_load_library`` at startup: a server without functions (before
+        Redis 7) or one that refuses them (an ACL) is sent the scripts,
+        loaded beside, as a call would be. (It stopped the app starting.)"""
+        with contextlib.suppress(_AsScript):
+            await self._load_library(name)
 
     async def together(self, key: str, commands: Sequence[bytes]) -> list[Any]:
         """The replies to plain commands sent together (one round trip), on
