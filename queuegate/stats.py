@@ -19,7 +19,10 @@ __all__ = ["DURATIONS", "decode_stats", "described", "figure", "in_people_units"
 # Settings kept in ms in Redis, and given in seconds to people (and the
 # bucket's step, beside per).
 DURATIONS = ("per", "session", "abandon", "settle", "forget", "step")
-TEXTS = ("status", "method", "seed_sha256", "health_reason", "health_changed", "controlled", "pinned_setting")
+TEXTS = (
+    *("status", "method", "seed_sha256", "health_reason", "health_changed"),
+    *("controlled", "pinned_setting", "held"),
+)
 
 
 def figure(key: str, value: str) -> Any:

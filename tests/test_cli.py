@@ -816,6 +816,12 @@ async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: St
         auto,
         re.M,
     ), auto
+    # The controller switched off: the rate it left is not said as an operator's.
+    assert cli("set", "adaptive", "--target-ms", "0", url=redis_url).returncode == 0
+    off = cli("show", "adaptive", url=redis_url).stdout
+    assert re.search(
+        r"^ +rate +\d+ visitors? every 2 s +left by the admission controller, which is off; code: ", off, re.M
+    ), off
 
 
 @pytest.mark.anyio

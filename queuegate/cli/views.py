@@ -206,6 +206,9 @@ def _sourced(rows: Rows, stats: dict[str, Any]) -> Table:
             who = f"{', '.join(sorted(names & held))} set by the admission controller, " + (
                 f"{', '.join(sorted(names & operator))} at run time"
             )
+        elif names & operator and stats.get("held") in names and not held:
+            # (A value the controller left when it was switched off: `--target-ms 0`.)
+            who = "left by the admission controller, which is off"
         else:
             who = "set at run time" if names & operator else "set by the admission controller"
         if not source <= set(stats["code"]):

@@ -72,7 +72,9 @@ for i, name in ipairs(SETTINGS) do
     code[#code + 1] = default[i]
   end
 end
-for _, v in ipairs({'run_time', table.concat(run_time, ','), 'controlled', controlled}) do
+-- (`held`: the setting whose value the controller wrote last, its still;
+-- with the controller off, a value it left.)
+for _, v in ipairs({'run_time', table.concat(run_time, ','), 'controlled', controlled, 'held', held or ''}) do
   out[#out + 1] = v
 end
 for _, v in ipairs(code) do out[#out + 1] = v end
