@@ -58,7 +58,7 @@ class JoinMachine(RuleBasedStateMachine):
     @initialize(
         rate=st.integers(0, 3),
         capacity=st.integers(0, 3),
-        abandon=st.sampled_from([0.0, 2.5]),
+        abandon=st.sampled_from([0.0, 3.0]),  # (the shortest abandon a room takes)
         forget=st.sampled_from([0.0, 3.0]),
         client_limit=st.sampled_from([0, 4]),
         challenge=st.sampled_from([0, 0, 0, 5]),
@@ -116,7 +116,7 @@ class JoinMachine(RuleBasedStateMachine):
         got = self.run(self.store.release(self.rooms[0], visitor, now=self.now))
         assert got == self.full(lambda room: self.store.release(room, visitor, now=self.now))
 
-    @rule(ms=st.sampled_from([1, 300, 999, 1000, 1600, 2600]))
+    @rule(ms=st.sampled_from([1, 300, 999, 1000, 1600, 2600, 3100]))
     def time_passes(self, ms: int) -> None:
         self.now += ms
 
