@@ -59,9 +59,11 @@ COMBOS = (
     + [
         (server, router, "paths", "", "")
         for server in ("uvicorn-h11", "uvicorn-httptools", "hypercorn")
-        for router in ("quart", "litestar", "falcon", "sanic", "blacksheep")
+        for router in ("quart", "litestar", "falcon", "sanic", "blacksheep", "flask")
     ]
     + [("hypercorn", "litestar", "paths", "/shop", "/shop")]
+    + [("uvicorn-httptools", "flask", "paths", "/shop", "")]
+    + [("hypercorn", "flask", "paths", "/shop", "/shop")]
     # Servers that parse the request line their own way: granian (Rust),
     # daphne (Twisted).
     + [

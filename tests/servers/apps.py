@@ -165,6 +165,7 @@ def more_routers() -> dict[str, Callable[[], ASGIApp]]:
         "falcon": frameworks.falcon_app,
         "sanic": frameworks.sanic_app,
         "blacksheep": frameworks.blacksheep_app,
+        "flask": frameworks.flask_app,
     }
 
 

@@ -1,12 +1,17 @@
 """The shop on more routers users run in production: Quart, Litestar,
-Falcon (ASGI) and Sanic (ASGI mode), gated by path patterns only (none of
-them has a route-level integration). Each reads the request target its own
-way: Quart builds a URL of any path and routes its URL path, Sanic parses
-``raw_path`` as a URL, Litestar and Falcon strip leading slashes.
+Falcon (ASGI), Sanic (ASGI mode), BlackSheep and Flask (WSGI, behind
+asgiref's adapter, as a Flask shop puts an ASGI middleware in front), gated
+by path patterns only (none of them has a route-level integration). Each
+reads the request target its own way: Quart builds a URL of any path and
+routes its URL path, Sanic parses ``raw_path`` as a URL, Litestar and Falcon
+strip leading slashes, asgiref cuts the root path off the path as a string
+prefix (not at a segment's end) and Werkzeug routes what is left with a
+slash put in front.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from starlette.types import ASGIApp
@@ -180,3 +185,44 @@ def blacksheep_app() -> ASGIApp:
     feed.__annotations__ = {"websocket": WebSocket, "return": None}
     app.router.add_ws("/checkout/ws", feed)
     return app
+
+
+# The ASGI scope of the request a Flask view runs for: asgiref runs the WSGI
+# app in a thread with the caller's context, and its environ has no scope.
+_SCOPE: ContextVar[Any] = ContextVar("scope")
+
+
+def flask_app() -> ASGIApp:
+    from asgiref.wsgi import WsgiToAsgi
+    from flask import Flask, Response, request
+
+    app = Flask("shop")
+
+    def protected(**_: str) -> Response:
+        return Response("checkout", headers={"x-oracle": oracle(_SCOPE.get(), request.method)})
+
+    def open_page(**_: str) -> Response:
+        return Response("open", headers={"x-oracle": "OPEN"})
+
+    for i, path in enumerate(PROTECTED_GET_POST):
+        rule = path.replace("{item}", "<item>")
+        app.add_url_rule(rule, f"protected{i}", protected, methods=["GET", "POST"])
+    app.add_url_rule("/checkout-any/<path:rest>", "any", protected, methods=ALL_METHODS)
+    app.add_url_rule("/", "home", open_page)
+    app.add_url_rule("/<page>", "page", open_page, methods=ALL_METHODS)
+    app.add_url_rule("/files/<path:rest>", "files", open_page, methods=ALL_METHODS)
+    wsgi = WsgiToAsgi(app)
+
+    async def shop(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # asgiref's adapter takes HTTP only
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1000})
+            return
+        _SCOPE.set(scope)
+        await wsgi(scope, receive, send)
+
+    return shop
