@@ -211,7 +211,7 @@ def flask_app() -> ASGIApp:
     app.add_url_rule("/", "home", open_page)
     app.add_url_rule("/<page>", "page", open_page, methods=ALL_METHODS)
     app.add_url_rule("/files/<path:rest>", "files", open_page, methods=ALL_METHODS)
-    wsgi = WsgiToAsgi(app)
+    wsgi = WsgiToAsgi(app)  # type: ignore[no-untyped-call]
 
     async def shop(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":  # asgiref's adapter takes HTTP only
