@@ -89,6 +89,7 @@ async def simulate(
     pins: dict[int, int | None] | None = None,
     settle: float = SETTLE_S,
     per: float = 1.0,
+    changes: dict[int, dict[str, Any]] | None = None,
 ) -> Run:
     """One run of ``family``'s plant for ``seed``: the adaptive room, or a
     fixed rate for each second (``fixed``; no Redis needed). ``floor`` and
@@ -96,7 +97,9 @@ async def simulate(
     rate (a number) or gives it back to the controller (None); ``settle``:
     the room's ``Health.settle`` (s); ``per``: the room's interval (s), its
     rate from code ``START_RATE`` a second (the run's rates are a second,
-    its floor and ceiling in the room's own units, per ``per``)."""
+    its floor and ceiling in the room's own units, per ``per``);
+    ``changes``: at a second, an operator's change (``Store.configure``'s
+    keywords, e.g. ``{"rate": 5, "per": 1.0}``)."""
     plant, target, extra = make_plant(family, seed, phase_seconds)
     run = Run(plant, target)
     # A plant the room can never load comes with the most visitors who
@@ -139,8 +142,10 @@ async def simulate(
                     await store.configure(room, pinned=None, now=T0 + second * 1000)
                 else:
                     await store.configure(room, rate=pin, now=T0 + second * 1000)
+            if changes and second in changes:
+                await store.configure(room, **changes[second], now=T0 + second * 1000)
             stats = await store.stats(room, now=T0 + second * 1000)
-            run.rates.append(round(int(stats["rate"]) / per))
+            run.rates.append(round(int(stats["rate"]) * 1000 / int(stats["per"])))
             run.reasons.append(f"{stats.get('p95_ms')} {stats.get('health_reason')}")
             run.admitted.append(int(stats["admitted"]) - admitted)
             plant.admit(second, run.admitted[-1])  # whom the line let in

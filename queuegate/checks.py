@@ -99,8 +99,8 @@ def check_room_setting(name: str, value: Any, *, called: str | None = None) -> s
         return str(_whole(said, value))
     if name in ("target_ms", "ceiling"):
         return str(_whole(said, value))
-    if name == "floor":
-        return str(_whole(said, value, 1))
+    if name == "floor":  # 0: a visitor a second in the room's units (advance.lua)
+        return str(_whole(said, value))
     if name == "max_errors":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
         if not ok:

@@ -203,7 +203,7 @@ class Room:
             raise ConfigError(f"{where}: accept must be a function of a template room's values")
         if self.target is not None and not isinstance(self.target, Health):
             raise ConfigError(f"{where}: target must be a Health(p95_ms=...), got {self.target!r}")
-        controller = (self.target or Health(p95_ms=1)).settings(self.rate, self.per)
+        controller = (self.target or Health(p95_ms=1)).settings()
         if self.target is None:
             controller["target_ms"] = 0
         try:

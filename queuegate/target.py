@@ -77,7 +77,13 @@ class Health:
         try:
             check_room_setting("max_errors", self.max_error_rate, called="max_error_rate")
             if self.floor is not None:
+                # 0 is refused in code: it is how None (the default) is
+                # stored, and given here it would read as no floor at all.
                 check_room_setting("floor", self.floor)
+                if self.floor < 1:
+                    raise ConfigError(
+                        f"floor must be a whole number >= 1 (None: a visitor a second), got {self.floor!r}"
+                    )
             check_room_setting("ceiling", 0 if self.ceiling is None else self.ceiling)
             check_room_setting("settle", self.settle)
         except ConfigError as exc:
@@ -88,25 +94,19 @@ class Health:
                 + ("" if self.floor else " (None: no ceiling)")
             )
 
-    def settings(self, rate: int = 0, per: float = 1.0) -> dict[str, Any]:
-        """As the room's run-time settings, for a room of ``rate`` per ``per``
-        seconds (which a default ``floor`` is made from)."""
-        floor = self.floor
-        if floor is None:
-            # The law looks each second and learns only from what it lets
-            # in: a floor of one visitor a minute (1 per 60 s) left it
-            # blind for a minute after each cut. Not over the room's own
-            # rate, which the operator chose as safe.
-            floor = 1
-            numbers = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (rate, per))
-            if numbers and rate > 0 and per > 0:  # (else the room's own checks refuse them)
-                floor = max(1, min(math.ceil(per), int(rate)))
-            if self.ceiling is not None:
-                floor = min(floor, self.ceiling)
+    def settings(self) -> dict[str, Any]:
+        """As the room's run-time settings. A ``floor`` of None is stored as
+        0, which ``advance.lua`` makes a visitor a second in the units of
+        the ``per`` in force, no more than the room's rate from code in
+        those units, nor its ceiling (1 for a capacity): the law looks each
+        second and learns only from what it lets in, and a floor of one
+        visitor a minute left it blind for a minute after each cut. Made
+        there, from the pair in force, so that an operator's run-time
+        ``--per`` moves it too."""
         return {
             "target_ms": round(self.p95_ms),
             "max_errors": self.max_error_rate,
-            "floor": floor,
+            "floor": self.floor or 0,
             "ceiling": self.ceiling or 0,
             "settle": self.settle,
         }

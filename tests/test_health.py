@@ -231,6 +231,23 @@ async def test_a_rate_a_minute_follows_health_as_a_rate_a_second_does(
     assert sold >= 0.8 * sold_by_second, (sold, sold_by_second)
 
 
+async def test_a_floor_left_to_its_default_follows_the_per_an_operator_sets(redis_url: str) -> None:
+    """A floor left to its default is a visitor a second in the room's
+    units: 60 for a rate per minute. It was fixed from the code's ``per``,
+    so once an operator set ``--rate 5 --per 1`` and gave the rate back to
+    the controller (``--auto``), the floor read 60 a second: the room held
+    60 a second into a pool that serves 23 at most, most of it failing, and
+    named the target out of reach. Made from the ``per`` in force, the rate stays
+    within twice what the pool serves after the release, as before it."""
+    run = await simulate(
+        redis_url, "pool", 3, 60, per=60, changes={30: {"rate": 5, "per": 1.0}, 60: {"pinned": None}}
+    )
+    most = most_rate(run.plant)
+    assert run.rates[31:60] == [5] * 29, run.rates[31:60]
+    assert max(run.rates[61:]) <= 2 * most + 1, (max(run.rates[61:]), most, run.reasons[61:70])
+    assert min(run.rates[61:]) < 60, run.reasons[61:70]
+
+
 @settings(
     max_examples=8,
     deadline=None,

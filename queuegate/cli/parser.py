@@ -278,7 +278,11 @@ def _parser() -> argparse.ArgumentParser:
         "--target-ms", type=int, dest="target_ms", help="health target: p95 of responses, ms (0: off)"
     )
     change.add_argument("--max-errors", type=float, dest="max_errors", help="tolerated error share (0.02)")
-    change.add_argument("--floor", type=int, help="the controller's lowest rate (or capacity)")
+    change.add_argument(
+        "--floor",
+        type=int,
+        help="the controller's lowest rate (or capacity); 0: a visitor a second (the default)",
+    )
     change.add_argument("--ceiling", type=int, help="the controller's highest rate (or capacity), 0: none")
     change.add_argument(
         "--settle",

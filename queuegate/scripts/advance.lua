@@ -112,8 +112,23 @@ local function read_settings(fields)
   challenge = tonumber(setting.challenge) or 0
   target_ms = tonumber(setting.target_ms) or 0
   max_errors = tonumber(setting.max_errors) or 0
-  adapt_floor = math.max(1, tonumber(setting.floor) or 1)
   adapt_ceiling = tonumber(setting.ceiling) or 0
+  adapt_floor = tonumber(setting.floor) or 0
+  if adapt_floor <= 0 then
+    -- None given (Health's floor None, stored as 0): a visitor a second in
+    -- the units of the `per` in force, not over the rate from code in those
+    -- units (the operator chose it as safe) nor the ceiling; 1 for a
+    -- capacity. Made from the pair in force, not the code's: a floor fixed
+    -- at 60 (a visitor a second per 60 s) read as 60 a second once an
+    -- operator set `--rate 5 --per 1`, and the controller, given the rate
+    -- back, held 60 a second into an app serving 23 at most, most failing.
+    adapt_floor = 1
+    local code_rate, code_per = tonumber(default[1]) or 0, tonumber(default[2]) or 0
+    if rate > 0 and code_rate > 0 and code_per > 0 then
+      adapt_floor = math.max(1, math.min(math.ceil(per / 1000), math.floor(code_rate * per / code_per)))
+    end
+    if adapt_ceiling > 0 then adapt_floor = math.min(adapt_floor, adapt_ceiling) end
+  end
   settle = tonumber(setting.settle) or 10000
   prequeue = opens_at > 0 and now < opens_at
   line_moves = (status == 'open' or status == 'queue_all') and not prequeue
