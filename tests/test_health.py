@@ -647,6 +647,31 @@ async def test_no_signal_no_change(store: Store) -> None:
     assert stats["health_reason"] == "hold: too few responses to judge"
 
 
+async def test_responses_from_before_a_quiet_spell_are_not_judged_after_it(store: Store) -> None:
+    """The figures cover the last window and the one before it, ten seconds
+    each at most. A slow checkout, then no gated traffic for two minutes
+    (its visitors gone), then the app fast again: the first responses after
+    the lull were judged with the slow ones from before it, a p95 of 892 ms
+    over 12 responses of which 4 were new, and the rate was cut to the
+    floor (a newcomer's trial). Windows older than two windows' length are
+    dropped: the first look after a lull sees only what came after it."""
+    the_room = room(rate=10, target=Health(p95_ms=300, floor=1, ceiling=200))
+    await fill_line(store, the_room)
+    for second in range(8):  # slow at a light load: the rate is not yet cut
+        await store.report(the_room, 2, 0, buckets(2, 900), buckets(2, 900), now=T0 + second * 1000)
+    slow = await store.stats(the_room, now=T0 + 8_000)
+    assert slow["p95_ms"] > 300, slow
+    quiet = T0 + 8_000 + 120_000
+    reasons = []
+    for second in range(5):  # fast again, a request now and then
+        now = quiet + second * 1000
+        await store.report(the_room, 1, 0, buckets(1, 5), buckets(1, 5), now=now)
+        stats = await store.stats(the_room, now=now)
+        reasons.append((stats["rate"], stats["p95_ms"], stats["samples"], stats["health_reason"]))
+    assert all(p95 < 300 for _, p95, _, _ in reasons), reasons
+    assert not any(why.startswith(("cut", "lower")) for *_, why in reasons), reasons
+
+
 async def test_a_room_at_its_floor_gathers_evidence_and_climbs_again(store: Store) -> None:
     """At a floor of one a second, with a request per visitor, a second has
     one response: too few to judge in windows of a second or two, so the
