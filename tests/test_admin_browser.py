@@ -21,6 +21,7 @@ from starlette.routing import Mount
 from queuegate import Health, Room, Store, admin
 from queuegate.admin import activity
 from queuegate.embedded import EmbeddedServer, free_port
+from queuegate.health import BOUNDS_MS
 from queuegate.store import connect
 
 from .conftest import chromium_or_skip, served
@@ -291,6 +292,18 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         )
         assert in_redis(redis_url, lambda store: store.stats("adaptive"))["target_ms"] == 300
         page.wait_for_function(f"() => ({COUNT_BLUE})('#health-chart') > 50", timeout=10_000)
+        # Its figures are its last look's: read 90 s ago, with no response
+        # since, the row says so (it showed them as the app's now).
+
+        async def read_long_ago(store: Store) -> None:
+            seconds, micros = await store.client.time()
+            slow = [0] * (len(BOUNDS_MS) + 1)
+            slow[-2] = 20
+            at = int(seconds) * 1000 + int(micros) // 1000 - 90_000
+            await store.report("adaptive", 20, 0, slow, slow, now=at)
+
+        in_redis(redis_url, read_long_ago)
+        adaptive.locator("td.health:has-text('ago: no response since')").wait_for(timeout=10_000)
         assert problems == [], problems
 
         # WCAG 2.x A and AA (axe-core), in both colour schemes, login page too.

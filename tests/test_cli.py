@@ -31,6 +31,7 @@ from queuegate.cli.session import opened
 from queuegate.cli.views import _list
 from queuegate.connections import redacted
 from queuegate.embedded import free_port
+from queuegate.health import BOUNDS_MS
 from queuegate.store import connect
 
 from .conftest import MakeGate, client_for, wait_for_http
@@ -881,3 +882,26 @@ async def test_a_change_made_and_not_read_after_says_so_and_is_no_failure(
         "warning: the room could not be read after the change to say what it risks: check it with show"
     )
     assert (await store.stats("sale"))["rate"] == 3
+
+
+@pytest.mark.anyio
+async def test_show_says_how_old_the_controllers_figures_are_once_no_response_comes(
+    redis_url: str, store: Store
+) -> None:
+    """The controller's p95 is its last look's, and it looks only as
+    responses are reported: after a lull, `show` printed a p95 of minutes
+    before as the app's (a newcomer's trial, the app fast again by then).
+    Once no response has come for a while, it says when it was read."""
+    await store.enter(ADAPTIVE, "a")
+    slow = [0] * (len(BOUNDS_MS) + 1)
+    slow[-2] = 20
+    seconds, micros = await store.client.time()
+    now = int(seconds) * 1000 + int(micros) // 1000
+    await store.report(ADAPTIVE, 20, 0, slow, slow, now=now - 90_000)  # read 90 s ago
+    old = cli("show", "adaptive", url=redis_url).stdout
+    said = r"^ +p95_ms +[\d.,]+ m?s \(first byte [^)]*\), read \d\d:\d\d:\d\d UTC \(1 min [34]\d s ago\)"
+    said += ": no response measured since$"
+    assert re.search(said, old, re.MULTILINE), old
+    await store.report(ADAPTIVE, 20, 0, slow, slow, now=now)  # read now
+    fresh = cli("show", "adaptive", url=redis_url).stdout
+    assert re.search(r"^ +p95_ms +[\d.,]+ m?s \(first byte [^)]*\)$", fresh, re.MULTILINE), fresh

@@ -156,6 +156,10 @@ class Fitted:
         yield self.choices[-1][0]
 
 
+# The controller reads its figures over a window or two of 1-10 s at each
+# look, and looks only as responses are reported: figures older than this
+# are said to be old.
+STALE_HEALTH_MS = 10_000
 STATUS_STYLES = {"open": "green", "paused": "yellow", "closed": "red", "queue_all": "yellow"}
 
 
@@ -276,14 +280,21 @@ def _controller_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
         ("floor / ceiling", f"{stats['floor']:,} / {ceiling}"),
         ("settle", f"at least {milliseconds(stats['settle'])} for a change to show"),
         ("pinned", "yes: the operator set the rate" if stats["pinned"] else "no: the controller sets it"),
-        (
-            "p95_ms",
-            f"{milliseconds(stats['p95_ms'])} (first byte {milliseconds(stats['first_byte_p95_ms'])})",
-        ),
+        ("p95_ms", _p95(stats)),
         ("error_rate", f"{percent(stats['error_rate'])} of {count(stats['samples'], 'response')}"),
         ("health_reason", stats["health_reason"] or UNKNOWN),
         ("last change", changed),
     ]
+
+
+def _p95(stats: dict[str, Any]) -> str:
+    """The controller's p95, and how old it is once no response has been
+    measured for a while (the figures are those of its last look)."""
+    said = f"{milliseconds(stats['p95_ms'])} (first byte {milliseconds(stats['first_byte_p95_ms'])})"
+    at = stats.get("health_at", 0)
+    if at > 0 and stats["now"] - at >= STALE_HEALTH_MS:
+        said += f", read {clock(at, stats['now'])}: no response measured since"
+    return said
 
 
 async def _show(ask: Bounded, args: argparse.Namespace) -> Output:

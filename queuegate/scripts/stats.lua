@@ -17,7 +17,8 @@
 --   published hash of the lottery's seed), and
 --   the admission controller's figures (KEYS[6], see health.lua): pinned,
 --   p95_ms and first_byte_p95_ms (-1 = none yet), error_rate, samples,
---   health_reason (its last decision), health_changed and _at (why and when
+--   health_at (when they were read: the last look, made while responses are
+--   reported; 0 = never), health_reason (its last decision), health_changed and _at (why and when
 --   it last changed the value), target_in_code (1: the room has a target in
 --   code, so one set at run time acts; target_ms 0 then means switched off),
 --   and where the settings come from: run_time (the settings an operator set
@@ -80,7 +81,7 @@ end
 for _, v in ipairs(code) do out[#out + 1] = v end
 -- The admission controller (health.lua), when the room has a target.
 local health = redis.call('HMGET', KEYS[6], 'p95_ms', 'first_byte_p95_ms', 'error_rate',
-  'samples', 'reason', 'changed', 'changed_at', 'out_of_reach')
+  'samples', 'reason', 'changed', 'changed_at', 'out_of_reach', 'adapt_at')
 -- The p95 at minimal load while the controller says no rate meets the target.
 local out_of_reach = -1
 if health[8] and string.sub(health[5] or '', 1, 19) == 'target out of reach' then
@@ -93,7 +94,7 @@ local more = {
   'pinned', pinned and 1 or 0, 'pinned_setting', pinned and controlled_field() or '',
   'p95_ms', health[1] or -1, 'first_byte_p95_ms', health[2] or -1,
   'error_rate', health[3] or 0, 'samples', health[4] or 0, 'health_reason', health[5] or '',
-  'health_changed', health[6] or '', 'health_changed_at', health[7] or 0,
+  'health_changed', health[6] or '', 'health_changed_at', health[7] or 0, 'health_at', health[9] or 0,
   'out_of_reach_ms', out_of_reach,
   'target_in_code', (tonumber(default[14]) or 0) > 0 and 1 or 0,
 }
