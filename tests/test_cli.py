@@ -428,7 +428,8 @@ async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str,
         r"^ +rate +5 visitors every 1 s +set at run time; code: 2 visitors every 1 min$", text, re.M
     )
     reset = cli("set", "sale", "--reset", "per", url=redis_url)
-    assert reset.stdout == "sale: per=default, rate=default (rate reset with it: rate and per are one pair)\n"
+    said = "sale: per back to the code's (60.0), rate back to the code's (2)"
+    assert reset.stdout == said + " (rate reset with it: rate and per are one pair)\n"
     assert json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["run_time"] == {}
     cli("set", "sale", "--per", "2", "--status", "paused", "--max-step", "10", url=redis_url)
     listed = cli("list", url=redis_url).stdout.splitlines()

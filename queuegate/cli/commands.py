@@ -50,8 +50,10 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
     # a pin another operator makes meanwhile is reset, or made after it.
     before = await ask(ask.store.stats(args.room))
     written = await ask(ask.store.configure(args.room, reset_all=reset_all, **changes))
+    after: dict[str, Any] = {}
     try:
-        said_risks = risks(before, await ask(ask.store.stats(args.room)))
+        after = await ask(ask.store.stats(args.room))
+        said_risks = risks(before, after)
     except StoreError:
         said_risks = [f"{RISKS_UNKNOWN}: check it with show"]  # made: a failure now is not "nothing changed"
     warnings = "".join(f"\nwarning: {risk}" for risk in said_risks)
@@ -59,8 +61,12 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
         were = written.pop("reset_all").replace(",", ", ") or "none"
         kept = {name: value for name, value in written.items() if value != ""}
         said = f"{args.room}: every {'other ' if kept else ''}setting back to the code's"
-        return f"{said} (set at run time before: {were})" + (f"; {_shown(kept)}" if kept else "") + warnings
-    said = f"{args.room}: {_shown(written)}"
+        return (
+            f"{said} (set at run time before: {were})"
+            + (f"; {_shown(kept, after)}" if kept else "")
+            + warnings
+        )
+    said = f"{args.room}: {_shown(written, after)}"
     # Rate and per are one pair (configure.lua): the half not asked for is said.
     other = [name for name in written if name in ("rate", "per") and name not in changes]
     if other:
@@ -69,9 +75,10 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
     return said + warnings
 
 
-def _shown(written: dict[str, str]) -> str:
+def _shown(written: dict[str, str], after: dict[str, Any]) -> str:
     """Fields as configure.lua wrote them, for people: ``rate=5, per=1.0``
-    (seconds for durations; ``default``: back to the code's)."""
+    (seconds for durations); a reset one with the code's value it is back
+    to, from the room's stats ``after`` the change (when read)."""
     shown = []
     for name, value in written.items():
         if name == "pinned":
@@ -81,7 +88,10 @@ def _shown(written: dict[str, str]) -> str:
                 else "pinned: the controller no longer moves it (`--auto` gives it back)"
             )
         elif value == "":
-            shown.append(f"{name}=default")
+            code = after.get(name)
+            shown.append(
+                f"{name} back to the code's" + ("" if code is None else f" ({readable(name, code)})")
+            )
         else:
             shown.append(f"{name}={readable(name, int(value)) if value.isdigit() else value}")
     return ", ".join(shown)

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from .. import COMPILED, __version__
 from ..analytics import KEEP_MINUTES
+from ..checks import ROOM_SETTINGS
 
 T = TypeVar("T")
 WATCH_EVERY = 2.0  # seconds between two views of --watch
@@ -299,7 +300,11 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SETTING",
-        help="back to the code's value; rate or per resets both (one pair), all resets every setting",
+        help=(
+            "back to the code's value: all (every setting) or one of "
+            + ", ".join(ROOM_SETTINGS)
+            + "; rate or per resets both (one pair)"
+        ),
     )
 
     for name, text in (
