@@ -37,10 +37,15 @@ __all__ = [
     "SHED_MS",
     "Autoscaled",
     "Cold",
+    "Contended",
+    "Memory",
+    "Mixed",
     "Plant",
     "Pool",
     "Processor",
     "Report",
+    "Retrying",
+    "Sessions",
     "Stalling",
     "Step",
     "capacity_rate",
@@ -233,6 +238,165 @@ def _stalls(rng: random.Random) -> Built:
     return {"app": server}, _shop(rng), [1.0, 1.0, 1.0], 600.0, {}
 
 
+# Shapes the law was not tuned on (an auditor's probe, 2026-11-28).
+
+
+class Contended(Pool):
+    """Congestion collapse (lock contention, thrashing): from 0.8 of its
+    places busy on, a request's work grows with how many requests are in
+    the server (in service or queued) per place, up to ``most`` x. Past
+    the knee the app completes less the more it is given."""
+
+    def __init__(
+        self, slots: float, work: Callable[[random.Random], float], contention: float, most: float
+    ) -> None:
+        super().__init__(slots, work)
+        self.contention, self.most = contention, most
+
+    def took(self, plant: Plant) -> float:
+        crowd = (self.busy + len(self.queue)) / self.slots
+        stretch = min(self.most, 1 + self.contention * max(0.0, crowd - 0.8))
+        return self.work(plant.rng) * stretch
+
+
+class Retrying(Plant):
+    """Clients that retry a failed (503/504) or slow (over 3 s) request up
+    to ``retries`` times after ``backoff`` s: the gate sees each attempt,
+    and errors add load. A visit is lost only once its retries are spent."""
+
+    retries = 2
+    backoff = (0.1, 1.0)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.tries: dict[tuple[int, int], int] = {}
+
+    def respond(self, visitor: int, step: int, began: float, now: float, failed: bool) -> None:
+        key = (visitor, step)
+        bad = failed or (now - began) > REQUEST_TIMEOUT_S
+        if visitor > 0 and bad and self.tries.get(key, 0) < self.retries:
+            self.tries[key] = self.tries.get(key, 0) + 1
+            lost = visitor in self._lost
+            super().respond(visitor, step, began, now, failed)  # measured as it failed
+            if not lost:
+                self._lost.discard(visitor)
+            self.at(now + self.rng.uniform(*self.backoff), "start", visitor, step)
+            return
+        super().respond(visitor, step, began, now, failed)
+
+
+class Sessions(Plant):
+    """A plant that counts the visits open (admitted, not yet ended by
+    their last response or a failure): each holds memory, a socket, a
+    session for the whole visit."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.open = 0
+
+    def admit(self, second: int, count: int) -> None:
+        super().admit(second, count)
+        self.open += count
+
+    def respond(self, visitor: int, step: int, began: float, now: float, failed: bool) -> None:
+        super().respond(visitor, step, began, now, failed)
+        if visitor > 0 and (failed or (now - began) > REQUEST_TIMEOUT_S or step == len(self.visit) - 1):
+            self.open -= 1
+
+
+class Memory(Pool):
+    """Light requests on many places whose work grows once the sessions
+    open pass ``sessions`` (memory exhausted: swapping, a collector that
+    runs all the time): e^(8 x the share over), up to 50x. The capacity is
+    in visits at once, not in requests: a visitor's cost is the whole
+    visit's stay. The phases change ``sessions``, not the places."""
+
+    def __init__(
+        self, slots: float, work: Callable[[random.Random], float], sessions: float, visit_s: float
+    ) -> None:
+        super().__init__(slots, work)
+        self.sessions_base = self.sessions = sessions
+        self.visit_s = visit_s
+
+    def resize(self, share: float) -> None:
+        self.sessions = self.sessions_base * share
+
+    def took(self, plant: Plant) -> float:
+        over = getattr(plant, "open", 0) / self.sessions - 1
+        stretch = min(50.0, math.exp(8 * over)) if over > 0 else 1.0
+        return self.work(plant.rng) * stretch
+
+
+class Mixed(Pool):
+    """Cheap and dear requests on one pool; the phases change the dear
+    ones' share (a sale's searches, a report's exports), not the places:
+    the share whose mean cost is the first phase's over the phase's
+    share."""
+
+    def __init__(self, slots: float, cheap: float, dear: float, dear_share: float) -> None:
+        self.cheap, self.dear = cheap, dear
+        self.dear_share = self.first_share = dear_share
+
+        def work(rng: random.Random) -> float:
+            mean = self.dear if rng.random() < self.dear_share else self.cheap
+            return mean * rng.uniform(0.8, 1.2)
+
+        super().__init__(slots, work)
+
+    def resize(self, share: float) -> None:
+        mean = (self.cheap * (1 - self.first_share) + self.dear * self.first_share) / share
+        self.dear_share = min(1.0, max(0.0, (mean - self.cheap) / (self.dear - self.cheap)))
+
+
+def _collapse(rng: random.Random) -> Built:
+    work = rng.uniform(100, 300)
+    slots = rng.uniform(6, 14)
+    server = Contended(slots, _uniform(0.8 * work, 1.2 * work), rng.uniform(0.3, 0.8), rng.uniform(3, 5))
+    return {"app": server}, _shop(rng), _phases(rng), 600.0, {}
+
+
+def _retries(rng: random.Random) -> Built:
+    servers, visit, phases, target, _ = _pool(rng)
+    retries = rng.randint(2, 3)
+    low = rng.uniform(0.1, 0.5)
+    backoff = (low, low + rng.uniform(0.2, 1.0))
+
+    def setup(plant: Plant) -> None:
+        assert isinstance(plant, Retrying)
+        plant.retries, plant.backoff = retries, backoff
+
+    return servers, visit, phases, target, {"plant": Retrying, "setup": setup}
+
+
+def _sessions(rng: random.Random) -> Built:
+    steps = rng.randint(8, 12)
+    gap = rng.uniform(2.0, 5.0)
+    visit = [Step(_uniform(0.5 * gap, 1.5 * gap), "app") for _ in range(steps)]
+    visit_s = steps * gap
+    work = rng.uniform(20, 60)
+    sessions = rng.uniform(150, 400)
+    server = Memory(rng.uniform(30, 60), _uniform(0.8 * work, 1.2 * work), sessions, visit_s)
+    return {"app": server}, visit, _phases(rng), 600.0, {"plant": Sessions}
+
+
+def _mix_shift(rng: random.Random) -> Built:
+    cheap = rng.uniform(10, 30)
+    dear = rng.uniform(250, 400)
+    server = Mixed(rng.uniform(6, 14), cheap, dear, rng.uniform(0.2, 0.3))
+    phases = [1.0, rng.uniform(0.4, 0.6), rng.uniform(1.3, 1.6)]
+    return {"app": server}, _shop(rng), phases, 600.0, {}
+
+
+def _low_traffic(rng: random.Random) -> Built:
+    # Two requests a visit, 2-3 places of 250-450 ms: 1.5-4 visitors a
+    # second at capacity, 3-8 responses a second.
+    work = rng.uniform(250, 450)
+    think = rng.uniform(0.5, 2.0)
+    visit = [Step(_fixed(think), "app"), Step(_fixed(think), "app")]
+    phases = [1.0, rng.uniform(0.5, 0.7), rng.uniform(1.3, 1.8)]
+    return {"app": Pool(rng.uniform(2, 3.4), _uniform(0.8 * work, 1.2 * work))}, visit, phases, 600.0, {}
+
+
 FAMILIES = {
     family.name: family
     for family in (
@@ -257,6 +421,23 @@ FAMILIES = {
         ),
         Family("cold_start", "a pool 2-4x slower for its first 30-60 s (cold caches)", _cold_start),
         Family("stalls", "a pool that stops 0.4-1.5 s every 15-45 s, at any load (pauses)", _stalls),
+        Family(
+            "collapse",
+            "congestion collapse: past its knee the pool completes less the more it is given",
+            _collapse,
+        ),
+        Family(
+            "retries", "a pool whose clients retry 503s and slow answers 2-3 times: errors add load", _retries
+        ),
+        Family(
+            "sessions",
+            "each visit holds a session 20-60 s; past the sessions the memory holds, every request slows",
+            _sessions,
+        ),
+        Family("mix_shift", "cheap and dear requests, the dear ones' share changing by phase", _mix_shift),
+        Family(
+            "low_traffic", "1.5-4 visitors a second at capacity, two requests each: few samples", _low_traffic
+        ),
     )
 }
 
@@ -266,7 +447,10 @@ def make_plant(family: str, seed: int, phase_seconds: int) -> tuple[Plant, float
     rng = random.Random(f"{family}:{seed}")
     servers, visit, phases, target, extra = FAMILIES[family].build(rng)
     background = extra.get("background")
-    plant = Plant(
+    kind = extra.get("plant", Plant)
+    assert isinstance(kind, type)
+    assert issubclass(kind, Plant)
+    plant = kind(
         servers,
         visit,
         phases,
@@ -275,6 +459,9 @@ def make_plant(family: str, seed: int, phase_seconds: int) -> tuple[Plant, float
         background_server="app",
     )
     plant.phase_seconds = phase_seconds
+    setup = extra.get("setup")
+    if callable(setup):
+        setup(plant)
     if extra.get("drift"):
         total = phase_seconds * len(phases)
 
@@ -308,4 +495,7 @@ def capacity_rate(plant: Plant, share: float) -> float:
         if isinstance(server, Autoscaled):
             places *= server.most  # at its largest
         most = min(most, places * 1000 / work / requests)
+        if isinstance(server, Memory):
+            # Its limit is the visits open at once, not the places.
+            most = min(most, server.sessions_base * share / server.visit_s)
     return most
