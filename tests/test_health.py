@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import queuegate
 from benchmarks.adaptive_report import p95_per_second
-from benchmarks.families import simulate, visit_seconds
+from benchmarks.families import oracle, simulate, visit_seconds
 from benchmarks.plants import Plant as SimPlant
 from benchmarks.plants import Stalling, capacity_rate, make_plant
 from queuegate import Health, QueueGate, Room
@@ -229,6 +229,24 @@ async def test_a_rate_a_minute_follows_health_as_a_rate_a_second_does(
     assert max(by_minute.rates) <= 2 * most + 1, max(by_minute.rates)
     sold, sold_by_second = len(by_minute.plant.purchases), len(by_second.plant.purchases)
     assert sold >= 0.8 * sold_by_second, (sold, sold_by_second)
+
+
+async def test_the_tail_of_a_fall_read_as_a_target_out_of_reach_does_not_flood_the_app(
+    redis_url: str,
+) -> None:
+    """A backend whose requests turn dearer (an auditor's held-out
+    ``mix_shift``, seed 12) falls to half its capacity; cut to the floor,
+    the room read the tail of the queue the fall built as the app's own
+    pace (905 ms at minimal load, where the app answered in 20 ms by then)
+    and named the target out of reach. It then went back at once to its
+    rate from before the fall, 29 a second into an app now serving 12, and
+    its probes doubled the old capacity. A target named out of reach starts
+    the law again from what the app does at minimal load: no second of
+    the fallen phase goes past twice its best fixed rate."""
+    run = await simulate(redis_url, "mix_shift", 12, 120)
+    assert any("target out of reach" in why for why in run.reasons[120:240]), run.reasons[120:240]
+    best = oracle("mix_shift", 12, 1, 120)["rate"]
+    assert max(run.rates[125:240]) <= 2 * best, (max(run.rates[125:240]), best)
 
 
 async def test_a_floor_left_to_its_default_follows_the_per_an_operator_sets(redis_url: str) -> None:
