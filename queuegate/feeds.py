@@ -19,7 +19,8 @@ open stream (``queuegate.streams``) of the room in memory, without a call:
 
 So Redis's work per push does not grow with the number of open streams. A
 stream asks Redis itself only when it opens (its exact place; read again if
-a push of the room came during the read) and when its visitor is no longer
+a push of the room came during the read, or before it and was heard after
+it: ``Invalidations.caught_up``) and when its visitor is no longer
 in the line for a reason no push told (then its answer says what became of
 them). Where pushes cannot say where everyone stands (a subscription lost
 and made again, a shuffle at a scheduled opening, a room whose data was
@@ -160,12 +161,18 @@ class Feeds:
         """The stream's place from Redis, and its event."""
         invalidations = self._invalidations
         outcome: Outcome | None = None
+        consistent = False
         for _ in range(READ_AGAIN):
             heard = invalidations.heard(name)
             async with self._reads:
                 outcome = await read()
             self.reads += 1
-            if outcome is None or invalidations.heard(name) == heard:
+            if outcome is None:
+                break
+            # The rank counts every push published before the read; those
+            # heard after it would be counted again.
+            consistent = await invalidations.caught_up() and invalidations.heard(name) == heard
+            if consistent:
                 break
         if outcome is None:
             stream.send(None)
@@ -181,6 +188,8 @@ class Feeds:
         stream.place = outcome.place
         feed = self._add(name, room, stream)
         stream.rank = feed.since_flush(stream, outcome.rank)
+        if not consistent:
+            feed.resync_due.set()  # the room kept moving: shown now, set right by the resync
         shown = (outcome.rank, outcome.line, outcome.eta_ms, outcome.poll_ms)
         if shown != stream.shown:
             stream.shown = shown
@@ -295,8 +304,9 @@ class Feeds:
                 self.resyncs += 1
                 feed.incarnation = incarnation or feed.incarnation
                 # Turns and lost places are facts whenever they were read;
-                # ranks only hold if no push came during the call.
-                consistent = invalidations.heard(name) == heard
+                # ranks only hold if no push came during the call, nor
+                # before it unheard (it would be counted twice).
+                consistent = await invalidations.caught_up() and invalidations.heard(name) == heard
                 place_of = dict(zip(visitors, places, strict=True))
                 now = time.monotonic()
                 for stream in batch:

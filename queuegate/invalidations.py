@@ -30,7 +30,11 @@ Redis time on replies may be copied.
 
 The waiting pages' streams (``queuegate.feeds``) are woken by the same
 messages, after the line's version has moved: a stream's check never
-answers from a copy its wake-up has not reached yet. With copies turned off
+answers from a copy its wake-up has not reached yet. A stream that reads
+its place asks for ``caught_up()`` after the read: the reply and the
+messages published before it come on two connections, in no set order, and
+a message heard after the reply it is already counted in would be counted
+twice. With copies turned off
 (``local_admissions=False``) the subscription still serves the streams,
 and the lease never holds.
 
@@ -113,6 +117,10 @@ class Invalidations:
         # Told when a subscription is confirmed: what it may have missed before.
         self.on_subscribed: list[Callable[[], None]] = []
         self.subscribed = asyncio.Event()  # set while a confirmed subscription listens
+        # The pings sent and not answered yet: when each went out, and the
+        # callers of caught_up() it answers; those whose ping is not sent yet.
+        self._sent: deque[tuple[float, list[asyncio.Future[None]]]] = deque()
+        self._unsent: list[asyncio.Future[None]] = []
 
     @property
     def live(self) -> bool:
@@ -148,6 +156,23 @@ class Invalidations:
         question: did a message of the room come between two moments)."""
         return self._epoch, self._moves.get(room, 0)
 
+    async def caught_up(self) -> bool:
+        """Until every message published before this call has been heard:
+        a ping sent after it is answered (see the module). True at once
+        without a subscription (nothing is heard then); False if the
+        answer took longer than ``LEASE``. A subscription lost meanwhile
+        ends the wait and changes the epoch."""
+        if not self.subscribed.is_set():
+            return True
+        answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._unsent.append(answered)
+        try:
+            async with asyncio.timeout(LEASE):
+                await answered
+        except TimeoutError:
+            return False
+        return True
+
     def start(self, *, wakeups: bool = False) -> None:
         """Subscribe (once, from a running event loop): for the copies, if
         they are enabled (they start when the subscription is up), and for
@@ -166,6 +191,12 @@ class Invalidations:
         self.fresh_until = 0.0
         self._epoch += 1
         self.subscribed.clear()
+        waiting = [answered for _, waiters in self._sent for answered in waiters] + self._unsent
+        self._sent.clear()
+        self._unsent = []
+        for answered in waiting:
+            if not answered.done():
+                answered.set_result(None)  # in the new epoch: what they read is read again
         self._on_lost()
 
     async def _listen(self) -> None:
@@ -202,9 +233,9 @@ class Invalidations:
                     return
 
     async def _hear(self, pubsub: aioredis.client.PubSub) -> None:
-        sent: deque[float] = deque()  # when each unanswered ping went out
+        sent = self._sent
         last = time.monotonic()  # when the latest ping went out, answered or not
-        sent.append(last)
+        sent.append((last, []))
         await pubsub.ping()
         while not _stopping():
             message = await pubsub.get_message(timeout=PING_EVERY / 5)
@@ -215,16 +246,20 @@ class Invalidations:
                     self._heard(message["channel"], message["data"])
                 elif kind == "pong" and sent:
                     # Everything published before this ping has been heard.
-                    lease = sent.popleft() + LEASE
+                    at, waiters = sent.popleft()
                     if self._enabled:
-                        self.fresh_until = lease
+                        self.fresh_until = at + LEASE
+                    for answered in waiters:
+                        if not answered.done():
+                            answered.set_result(None)
                 elif kind == "psubscribe":
                     raise ConnectionError("redis-py subscribed again on a new connection")
-            if sent and now - sent[0] > DEAD_AFTER:
+            if sent and now - sent[0][0] > DEAD_AFTER:
                 raise TimeoutError(f"no answer to a ping in {DEAD_AFTER} s")
-            if now - last >= PING_EVERY:
+            if now - last >= PING_EVERY or self._unsent:
                 last = now
-                sent.append(now)
+                sent.append((now, self._unsent))
+                self._unsent = []
                 await pubsub.ping()
 
     def _heard(self, channel: bytes, data: bytes) -> None:

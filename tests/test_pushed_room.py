@@ -8,13 +8,16 @@ import asyncio
 import contextlib
 import json
 import random
-from collections.abc import AsyncIterator
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 
 from queuegate import QueueGate, Room, Store, feeds, ticker
 from queuegate.store import connect
@@ -130,6 +133,15 @@ async def visitors(base: str, path: str, count: int) -> AsyncIterator[list[httpx
         await asyncio.gather(*(client.aclose() for client in clients))
 
 
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Until ``condition`` holds: what the server's thread sets, which no
+    asyncio event of this loop would tell."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        await asyncio.sleep(0.01)
+
+
 async def ranks(redis_url: str, room: str) -> dict[str, int]:
     client = aioredis.Redis.from_url(redis_url)
     try:
@@ -192,6 +204,56 @@ def test_streams_show_the_place_redis_gives_as_the_line_moves(redis_url: str) ->
             await said.aclose()
 
     with served(gate_for(redis_url, room)) as base:
+        asyncio.run(scenario(base))
+
+
+def test_a_push_heard_after_a_streams_read_is_not_counted_twice(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leave published just before a stream reads its place, and heard on
+    the subscription only after the read's reply (two connections, no set
+    order between them): the rank read counts the leave already, and the
+    stream must not count it again. The subscription is held still here
+    while the read is made."""
+    flowing = threading.Event()
+    flowing.set()
+    get_message = PubSub.get_message
+
+    async def held(self: PubSub, *args: Any, **kwargs: Any) -> Any:
+        await until(flowing.is_set)
+        return await get_message(self, *args, **kwargs)
+
+    monkeypatch.setattr(PubSub, "get_message", held)
+    room = Room("late", paths=["/q"], rate=1, per=3600.0, status="paused", client_limit=0)
+    gate = gate_for(redis_url, room)
+    fed = gate.endpoints.feeds
+
+    async def scenario(base: str) -> None:
+        store = Store(connect(redis_url, 5.0))
+        try:
+            await store.enter_many(room, ["head0", "head1"])
+            async with visitors(base, "/q", 2) as clients:
+                first = Watched(clients[0], base, "late")
+                await first.placed()
+                await until(gate.store.invalidations.subscribed.is_set)
+                flowing.clear()
+                await asyncio.sleep(0.2)  # the listener's read under way ends: the next one waits
+                reads = fed.reads
+                await store.leave(room, "head0")
+                second = Watched(clients[1], base, "late")
+                await until(lambda: fed.reads > reads)
+                flowing.set()  # the leave is heard now, after the read's reply
+                await asyncio.sleep(1.0)  # a flush (0.25 s) and a read again, if any
+                truth = await ranks(redis_url, "late")
+                assert truth[second.visitor] == 2
+                for w in (first, second):
+                    assert w.events[-1][1]["position"] == truth[w.visitor] + 1, w.events
+                    w.task.cancel()
+        finally:
+            flowing.set()
+            await store.aclose()
+
+    with served(gate) as base:
         asyncio.run(scenario(base))
 
 
