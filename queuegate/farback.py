@@ -184,6 +184,7 @@ class FarBack:
         self.max_age_ms = max_age_ms
         self._views: dict[str, View] = {}
         self._building: dict[str, asyncio.Task[None]] = {}
+        self._disowned: set[asyncio.Task[None]] = set()  # builds begun before a forget
         # Check-ins of a room that come together share one call.
         self._check_ins: Coalescer[str, int | None] = Coalescer(self._send_check_ins, BATCH_DELAY, MAX_BATCH)
         self.answered = 0  # polls answered here
@@ -225,8 +226,12 @@ class FarBack:
         return FarAnswer(now_ms, rank, max(view.line, rank + 1), eta, poll, seen_ms)
 
     def forget(self, name: str) -> None:
-        """Drop the view of a room (its settings changed, or its line)."""
+        """Drop the view of a room (its settings changed, or its line), and
+        disown a build under way: its view may be of the room before."""
         self._views.pop(name, None)
+        building = self._building.pop(name, None)
+        if building is not None:
+            self._disowned.add(building)
 
     def _fresh_view(self, name: str, room: Any, now_ms: int) -> View | None:
         view = self._views.get(name)
@@ -239,12 +244,19 @@ class FarBack:
         return view
 
     async def _rebuild(self, name: str, room: Any) -> None:
+        this = asyncio.current_task()
         try:
-            self._views[name] = await self._build(room, None)
+            view = await self._build(room, None)
         except Exception as exc:  # the full call answers meanwhile, and says what failed
             logger.debug("queuegate: no view of room %r's line (%s)", name, exc)
+        else:
+            if self._building.get(name) is this:  # (not disowned by forget)
+                self._views[name] = view
         finally:
-            del self._building[name]
+            if self._building.get(name) is this:
+                del self._building[name]
+            if this in self._disowned:
+                self._disowned.remove(this)
 
     async def _record(self, name: str, room: Any, visitor: str, now: int | None) -> int | None:
         if now is not None:
@@ -262,4 +274,4 @@ class FarBack:
 
     async def aclose(self) -> None:
         await self._check_ins.aclose()
-        await stop(self._building.values())
+        await stop([*self._building.values(), *self._disowned])

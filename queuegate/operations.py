@@ -86,6 +86,7 @@ class Operations(Readings):
         try:
             return int(await self._call("drain", room, now, who or self.actor))
         finally:
+            self.far_back.forget(name)  # (one built meanwhile may be of the line before)
             self.fronts.forget(name)
 
     async def forget(
@@ -103,6 +104,7 @@ class Operations(Readings):
         try:
             reply = await self._call("forget", room, now)
         finally:
+            self.far_back.forget(name)  # (one built meanwhile may be of the room before)
             self.fronts.forget(name)
         waiting, active, ends = (int(value) for value in reply[:3])
         if not (waiting or active):
@@ -175,6 +177,10 @@ class Operations(Readings):
             try:
                 reply = await self._call("configure", room, now, who or self.actor, details, *pairs)
             finally:
+                # A view built during the call may be of the old settings;
+                # where no subscription says the change (a cluster), it was
+                # this process's answer near the front until it aged out.
+                self.far_back.forget(name)
                 self.fronts.forget(name)
             return {text(field): text(value) for field, value in zip(reply[::2], reply[1::2], strict=True)}
         return {}

@@ -118,6 +118,42 @@ async def test_a_far_back_poll_in_a_paused_room_says_it_is_paused(store: Store) 
     assert (near.state, near.eta_ms) == ("waiting", PAUSED_ETA)
 
 
+async def test_a_view_built_before_this_process_changes_the_room_is_not_used_after(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A view whose build was under way when this process paused the room,
+    then opened it again, came back after the change and was kept: the
+    polls near the front were told the line was paused after it had opened
+    (test_gate's paused line, once in a loaded CI)."""
+    room = Room("sale", paths=["/x"], rate=1, per=3600.0, client_limit=0)
+    await store.enter(room, "first")  # the bucket's one token
+    joined = await store.enter(room, "second")
+    await store.configure(room, status="paused")
+    build, built, release = store.far_back._build, asyncio.Event(), asyncio.Event()
+
+    async def late(room: Room, now: int | None) -> View:
+        view = await build(room, now)
+        built.set()
+        await release.wait()  # its reply is late
+        return view
+
+    monkeypatch.setattr(store.far_back, "_build", late)
+
+    async def poll() -> Outcome:
+        return await store.enter(room, "second", place=joined.place, seen_ms=joined.seen_ms)
+
+    assert (await poll()).eta_ms == PAUSED_ETA  # no view yet: the full call, and a view is built
+    await asyncio.wait_for(built.wait(), 5.0)  # under the pause
+    await store.configure(room, status="open")
+    # Its reply comes after the change is heard on the subscription (which
+    # drops the room's view) too: without one, as in a cluster, at once.
+    await asyncio.sleep(0.2)
+    release.set()
+    await asyncio.sleep(0.05)
+    polls = [await poll() for _ in range(3)]  # the full call settles the room: then the front path
+    assert [said.eta_ms == PAUSED_ETA for said in polls] == [False] * 3
+
+
 async def test_far_back_answers_in_real_time_from_one_shared_view(redis_url: str) -> None:
     room = Room("live", paths=["/x"], rate=5, per=1.0, abandon=300.0, client_limit=0)
     stores = [Store(connect(redis_url, 5.0)) for _ in range(2)]
