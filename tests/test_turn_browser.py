@@ -19,10 +19,10 @@ from queuegate import QueueGate, Room
 from .conftest import PATIENT, SECRET, chromium_or_skip, lifespan_app, served
 from .servers.proxies import SilencingProxy
 
-CHROMIUM = chromium_or_skip()
+chromium_or_skip()
 
+from playwright.sync_api import Browser, Page  # noqa: E402
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
-from playwright.sync_api import Page, sync_playwright  # noqa: E402
 
 HIDDEN_TAB = """
 window.__hidden = false;
@@ -69,44 +69,39 @@ def shop(redis_url: str) -> Iterator[str]:
 
 
 def test_a_turn_in_a_background_tab_rings_notifies_and_waits_for_the_visitor(
-    shop: str,
+    shop: str, browser: Browser
 ) -> None:
     base = shop
     import httpx
 
     holder = httpx.Client()
     assert holder.get(base + "/checkout").status_code == 200  # the one slot
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
-        )
-        try:
-            context = browser.new_context(locale="de-DE")
-            context.add_init_script(HIDDEN_TAB)
-            page = context.new_page()
-            page.goto(base + "/checkout")
-            assert page.evaluate("document.documentElement.lang") == "de"
-            page.click("#qg-notify")  # the visitor asks for a notification
-            until(page, "window.Notification.permission === 'granted'")
-            assert page.is_hidden("#qg-notify")
-            page.check("#qg-sound")
-            page.evaluate("window.__hidden = true")  # the visitor switches tabs
-            holder.post(base + "/_queuegate/leave/sale")  # the slot frees up: it is this visitor's turn
-            until(page, "document.title.indexOf('\\u25B6') === 0")
-            assert "Sie sind an der Reihe" in page.title()
-            assert page.evaluate("window.__notified") == ["Sie sind an der Reihe: Sie werden eingelassen."]
-            time.sleep(0.5)
-            assert "/checkout" in page.url
-            assert page.query_selector("#qg-position") is not None  # still the waiting page: nobody looked
-            page.evaluate("window.__hidden = false; document.dispatchEvent(new Event('visibilitychange'))")
-            page.wait_for_selector("h1:text('Checkout')", timeout=10_000)  # in, once the visitor looked
-        finally:
-            browser.close()
-            holder.close()
+    context = browser.new_context(locale="de-DE")
+    try:
+        context.add_init_script(HIDDEN_TAB)
+        page = context.new_page()
+        page.goto(base + "/checkout")
+        assert page.evaluate("document.documentElement.lang") == "de"
+        page.click("#qg-notify")  # the visitor asks for a notification
+        until(page, "window.Notification.permission === 'granted'")
+        assert page.is_hidden("#qg-notify")
+        page.check("#qg-sound")
+        page.evaluate("window.__hidden = true")  # the visitor switches tabs
+        holder.post(base + "/_queuegate/leave/sale")  # the slot frees up: it is this visitor's turn
+        until(page, "document.title.indexOf('\\u25B6') === 0")
+        assert "Sie sind an der Reihe" in page.title()
+        assert page.evaluate("window.__notified") == ["Sie sind an der Reihe: Sie werden eingelassen."]
+        time.sleep(0.5)
+        assert "/checkout" in page.url
+        assert page.query_selector("#qg-position") is not None  # still the waiting page: nobody looked
+        page.evaluate("window.__hidden = false; document.dispatchEvent(new Event('visibilitychange'))")
+        page.wait_for_selector("h1:text('Checkout')", timeout=10_000)  # in, once the visitor looked
+    finally:
+        context.close()
+        holder.close()
 
 
-def test_the_page_goes_in_when_the_turn_is_pushed(redis_url: str) -> None:
+def test_the_page_goes_in_when_the_turn_is_pushed(redis_url: str, browser: Browser) -> None:
     """A visible page whose poll interval is 20 s (a capacity room whose
     wait is unknown) goes in within seconds: the stream told it."""
     import httpx
@@ -114,14 +109,10 @@ def test_the_page_goes_in_when_the_turn_is_pushed(redis_url: str) -> None:
     from .test_streams import gate_for
 
     gate = gate_for(redis_url)
-    with served(gate) as base, httpx.Client() as holder, sync_playwright() as playwright:
+    with served(gate) as base, httpx.Client() as holder:
         assert holder.get(base + "/checkout").status_code == 200
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
-        )
+        page = browser.new_page()
         try:
-            page = browser.new_page()
             page.goto(base + "/checkout")
             assert page.get_attribute("#qg", "data-poll") == "20"
             time.sleep(1.0)  # the page has opened its stream
@@ -130,10 +121,12 @@ def test_the_page_goes_in_when_the_turn_is_pushed(redis_url: str) -> None:
             page.wait_for_selector("h1:text('Checkout')", timeout=5_000)
             print(f"\nthe page went in {time.monotonic() - freed:.2f} s after the turn came")
         finally:
-            browser.close()
+            page.close()
 
 
-def test_a_turn_the_stream_never_brought_is_found_by_the_pages_own_check(redis_url: str) -> None:
+def test_a_turn_the_stream_never_brought_is_found_by_the_pages_own_check(
+    redis_url: str, browser: Browser
+) -> None:
     """A stream that goes quiet while its connection stays open (a proxy
     that stops relaying, a push lost) left the page waiting for a turn
     that had come. A page whose stream brings no news for twice its poll
@@ -152,14 +145,10 @@ def test_a_turn_the_stream_never_brought_is_found_by_the_pages_own_check(redis_u
         environ={},
         timeout=PATIENT,
     )
-    with served(gate) as base, httpx.Client() as holder, sync_playwright() as playwright:
+    with served(gate) as base, httpx.Client() as holder:
         proxy = SilencingProxy(base, after=1.0)
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
-        )
+        page = browser.new_page()
         try:
-            page = browser.new_page()
             assert holder.get(proxy.url + "/checkout").status_code == 200  # this interval's one
             opened = time.monotonic()
             page.goto(proxy.url + "/checkout")
@@ -167,14 +156,14 @@ def test_a_turn_the_stream_never_brought_is_found_by_the_pages_own_check(redis_u
             page.wait_for_selector("h1:text('Checkout')", timeout=70_000)
             took = time.monotonic() - opened
         finally:
-            browser.close()
+            page.close()
             proxy.close()
     assert b"event: state" in proxy.silenced  # the turn was sent, and never reached the page
     assert 29.0 < took < 60.0, took  # found by the page's check after 30-45 s without news
 
 
 @contextmanager
-def waiting_in_a_background_tab(shop: str) -> Iterator[Page]:
+def waiting_in_a_background_tab(shop: str, browser: Browser) -> Iterator[Page]:
     """A visitor's waiting page (the one slot held by another), polling
     every second with no stream, notifications allowed, in a tab the
     visitor has left."""
@@ -182,35 +171,32 @@ def waiting_in_a_background_tab(shop: str) -> Iterator[Page]:
 
     holder = httpx.Client()
     assert holder.get(shop + "/checkout").status_code == 200  # the one slot
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic"],
+    context = browser.new_context()
+    try:
+        # (Notifications also kept in the tab's session, which outlives a reload.)
+        context.add_init_script(
+            HIDDEN_TAB
+            + "window.EventSource = undefined;"
+            + "var __record = window.Notification; window.Notification = function (text) {"
+            + " sessionStorage.setItem('notified', text); __record(text); };"
+            + "window.Notification.permission = __record.permission;"
+            + "window.Notification.requestPermission = __record.requestPermission;"
         )
-        try:
-            context = browser.new_context()
-            # (Notifications also kept in the tab's session, which outlives a reload.)
-            context.add_init_script(
-                HIDDEN_TAB
-                + "window.EventSource = undefined;"
-                + "var __record = window.Notification; window.Notification = function (text) {"
-                + " sessionStorage.setItem('notified', text); __record(text); };"
-                + "window.Notification.permission = __record.permission;"
-                + "window.Notification.requestPermission = __record.requestPermission;"
-            )
-            page = context.new_page()
-            page.goto(shop + "/checkout")
-            assert page.query_selector("#qg-position") is not None
-            page.click("#qg-notify")
-            until(page, "window.Notification.permission === 'granted'")
-            page.evaluate("window.__hidden = true")
-            yield page
-        finally:
-            browser.close()
-            holder.close()
+        page = context.new_page()
+        page.goto(shop + "/checkout")
+        assert page.query_selector("#qg-position") is not None
+        page.click("#qg-notify")
+        until(page, "window.Notification.permission === 'granted'")
+        page.evaluate("window.__hidden = true")
+        yield page
+    finally:
+        context.close()
+        holder.close()
 
 
-def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(shop: str, redis_url: str) -> None:
+def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(
+    shop: str, redis_url: str, browser: Browser
+) -> None:
     """Redis's data lost while the page waits in a background tab: its poll
     answers "none", which the page took for its turn (the tab's title, the
     tone, a notification, then a wait for the visitor to look). Only an
@@ -218,7 +204,7 @@ def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(shop: str, redi
     which places the visitor again, and says nothing of a turn."""
     import redis as sync_redis
 
-    with waiting_in_a_background_tab(shop) as page:
+    with waiting_in_a_background_tab(shop, browser) as page:
         client = sync_redis.Redis.from_url(redis_url)
         for key in client.scan_iter(match="*{sale}*"):
             client.delete(key)  # the room's data, lost
@@ -227,12 +213,14 @@ def test_a_page_the_line_forgot_goes_back_without_ringing_a_turn(shop: str, redi
         assert page.evaluate("sessionStorage.getItem('notified')") is None  # no turn rung before it went
 
 
-def test_a_room_let_through_rings_the_turn_of_a_page_in_a_background_tab(shop: str, redis_url: str) -> None:
+def test_a_room_let_through_rings_the_turn_of_a_page_in_a_background_tab(
+    shop: str, redis_url: str, browser: Browser
+) -> None:
     """The operator lets everyone through (passthrough): for a page waiting
     in a background tab that is its turn, rung as an admission is."""
     from .test_cli import cli
 
-    with waiting_in_a_background_tab(shop) as page:
+    with waiting_in_a_background_tab(shop, browser) as page:
         assert cli("set", "sale", "--status", "passthrough", url=redis_url).returncode == 0
         until(page, "document.title.indexOf('\\u25B6') === 0")
         assert page.evaluate("sessionStorage.getItem('notified')")
