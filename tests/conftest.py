@@ -15,9 +15,12 @@ import asyncio
 import os
 import shutil
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -229,6 +232,27 @@ def served(app: ASGIApp, verify: ssl.SSLContext | None = None, **options: Any) -
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def uvicorn_get(cwd: Path, target: str, path: str, *options: str) -> tuple[int, str]:
+    """``uvicorn TARGET OPTIONS`` in a process of its own, started in
+    ``cwd`` as a user starts it: the status of a GET of ``path`` once it
+    answers, and its log (stdout and stderr) once it is stopped."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", target, "--port", str(port), *options, "--no-access-log"],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/")
+        status = httpx.get(f"http://127.0.0.1:{port}{path}").status_code
+    finally:
+        server.terminate()
+        log = server.communicate(timeout=10)[0]
+    return status, log
 
 
 async def lifespan_app(scope: Scope, receive: Receive, send: Send) -> None:

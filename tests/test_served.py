@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import gc
 import logging
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from fastapi import APIRouter, FastAPI
 from starlette.applications import Starlette
@@ -22,9 +19,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from queuegate import QueueGate, Room
-from queuegate.embedded import free_port
 
-from .conftest import PATIENT, SECRET, lifespan_app, running, wait_for_http
+from .conftest import PATIENT, SECRET, lifespan_app, running, uvicorn_get
 
 pytestmark = pytest.mark.anyio
 
@@ -61,38 +57,18 @@ def options(redis_url: str) -> dict[str, Any]:
     return {"secret_key": SECRET, "redis": redis_url, "environ": {}, "timeout": PATIENT}
 
 
-def serve(tmp_path: Path, target: str) -> tuple[int, str]:
-    """``uvicorn TARGET --lifespan on`` in a process of its own: the status
-    of a GET /checkout, and the log."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", target, "--port", str(port), "--lifespan", "on", "--no-access-log"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/")
-        status = httpx.get(f"http://127.0.0.1:{port}/checkout").status_code
-    finally:
-        server.terminate()
-        log = server.communicate(timeout=10)[0]
-    return status, log
-
-
 def test_the_fastapi_app_served_instead_of_its_gate_is_said_at_startup(
     tmp_path: Path, redis_url: str
 ) -> None:
     (tmp_path / "shop.py").write_text(SHOP.format(secret=SECRET, redis=redis_url))
-    status, log = serve(tmp_path, "shop:app")
+    status, log = uvicorn_get(tmp_path, "shop:app", "/checkout", "--lifespan", "on")
     assert status == 200  # what the newcomer saw: the room gates nothing
     lines = [line for line in log.splitlines() if line.startswith(NOT_SERVED)]
     assert len(lines) == 1, log
     assert "its rooms (sale) gate nothing" in lines[0]
     assert "run `uvicorn shop:gate`, not `uvicorn shop:app`" in lines[0]
     # Serving the gate says nothing of the kind, and gates /checkout.
-    status, log = serve(tmp_path, "shop:gate")
+    status, log = uvicorn_get(tmp_path, "shop:gate", "/checkout", "--lifespan", "on")
     assert status == 200  # the first visitor, let in
     assert NOT_SERVED not in log, log
 

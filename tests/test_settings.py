@@ -5,19 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from queuegate import ConfigError, Health, QueueGate, Room, Settings
-from queuegate.embedded import free_port
 from queuegate.options import KNOWN_VARIABLES
 
-from .conftest import SECRET, ok_app, wait_for_http
+from .conftest import SECRET, ok_app, uvicorn_get
 
 ROOM = Room("sale", paths=["/checkout*"], rate=2, per=10)
 
@@ -121,20 +117,8 @@ def test_a_wrong_setting_under_uvicorns_default_lifespan_is_said_in_its_log(tmp_
     lifespan not supported: the server starts, and each request answers
     500. The gate's log says which setting is wrong, and what to do."""
     (tmp_path / "wrong.py").write_text(MIDDLEWARE_APP)
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "wrong:app", "--port", str(port), "--no-access-log"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/")
-        assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 500
-    finally:
-        server.terminate()
-        log = server.communicate(timeout=10)[0]
+    status, log = uvicorn_get(tmp_path, "wrong:app", "/")
+    assert status == 500
     assert "lifespan' protocol appears unsupported" in log  # uvicorn's own word for it
     said = [line for line in log.splitlines() if line.startswith("queuegate: the gate did not start")]
     assert said, log
