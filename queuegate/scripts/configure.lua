@@ -200,14 +200,14 @@ redis.call('HDEL', KEYS[5], 'view_at', 'view')
 -- the rate leaves the rate to it).
 local rate_after = after(given.rate, rate, 1)
 local controlled_after = rate_after > 0 and 'rate' or 'capacity'
-local was_pinned = redis.call('HGET', KEYS[5], 'pinned')
+-- `held`: the value the controller last wrote (health.lua), until an
+-- operator's value or reset of it; one given back to it (unpinned) is its too.
+local pin_and_held = redis.call('HMGET', KEYS[5], 'pinned', 'held')
+local was_pinned, held = pin_and_held[1], pin_and_held[2]
 local target_after = after(given.target_ms, target_ms, 14)
 if given.pinned == '' then redis.call('HDEL', KEYS[5], 'pinned') end
 local written = {}
 local pinned_now = false
--- The value the controller last wrote (health.lua), until an operator's
--- value or reset of it; one given back to it (unpinned) is its too.
-local held = redis.call('HGET', KEYS[5], 'held')
 if given.pinned == '' and was_pinned and target_after > 0 then
   held = controlled_after
   redis.call('HSET', KEYS[5], 'held', held)
