@@ -132,6 +132,23 @@ async def test_per_alone_leaves_the_rate_the_controller_holds(store: Store) -> N
     assert (await store.stats(room, now=T0 + 2))["rate"] == 4
 
 
+async def test_a_target_left_at_run_time_by_a_deploy_without_one_runs_no_controller(store: Store) -> None:
+    """A target set at run time while the code had one stays after a deploy
+    whose code has none. No process measures the room then, and it admits
+    as a room without a controller (advance.lua); the stats said its
+    target, that the controller held the rate (show: "set by the admission
+    controller", "no: the controller sets it"), and a rate set by hand was
+    taken for a pin on it."""
+    await store.stats(flash(rate=10, per=1.0, target=Health(p95_ms=300)), now=T0)
+    await store.configure("flash", target_ms=500, now=T0)
+    room = flash(rate=10, per=1.0)  # deployed without a target
+    stats = await store.stats(room, now=T0 + 1)
+    assert (stats["target_in_code"], stats["target_ms"], stats["controlled"]) == (0, 0, "")
+    assert await store.configure(room, rate=5, now=T0 + 2) == {"rate": "5", "per": "1000"}  # no pin
+    stats = await store.stats(room, now=T0 + 2)
+    assert (stats["pinned"], stats["run_time"]) == (0, ["rate", "per", "target_ms"])
+
+
 async def test_the_log_says_the_pairs_other_half_that_went_with_a_change(store: Store) -> None:
     await store.stats(flash(rate=2, per=1.0), now=T0)
     await store.configure("flash", rate=5, who="ada", now=T0)

@@ -44,7 +44,8 @@
 --   challenge the proof of work a new place costs (the largest number the
 --             browser may have to try; 0 = none): see enter.lua
 --   target_ms the p95 latency (ms) the admission controller keeps the app's
---             responses under, 0 = no controller: see health.lua
+--             responses under, 0 = no controller (as in a room without a
+--             target in code, whatever is set at run time): see health.lua
 --   max_errors the share of error responses it tolerates (0.02 = 2 %)
 --   floor, ceiling  the bounds of what it sets (the rate, or the capacity
 --             of a room without a rate); ceiling 0 = none
@@ -110,7 +111,11 @@ local function read_settings(fields)
   client_limit = tonumber(setting.client_limit)
   forget = tonumber(setting.forget)
   challenge = tonumber(setting.challenge) or 0
+  -- The controller runs only for a room with a target in code (only its
+  -- app processes measure it): a target left at run time by a deploy that
+  -- had one is none here, for every script that asks whether it runs.
   target_ms = tonumber(setting.target_ms) or 0
+  if (tonumber(default[14]) or 0) <= 0 then target_ms = 0 end
   max_errors = tonumber(setting.max_errors) or 0
   adapt_ceiling = tonumber(setting.ceiling) or 0
   adapt_floor = tonumber(setting.floor) or 0
@@ -139,10 +144,8 @@ local function read_settings(fields)
   -- on: a minute's N let in together was a burst that its first look read
   -- as an overload of the rate's own making (300 a minute, cut to its floor
   -- at once, the burst's queue then named a target out of reach).
-  -- (A target in code: a run-time one left after a deploy without it has
-  -- no controller to follow.)
   step_n, step = rate, per
-  if target_ms > 0 and (tonumber(default[14]) or 0) > 0 and rate > 0 and per > EVEN_STEP then
+  if target_ms > 0 and rate > 0 and per > EVEN_STEP then
     step_n = math.ceil(rate * EVEN_STEP / per)
     step = math.ceil(per * step_n / rate)
   end
