@@ -38,6 +38,7 @@ from .auth import (
     Guard,
     csrf_ok,
     new_csrf_token,
+    operator_name,
     same_origin,
 )
 from .virtual import VirtualVisitors
@@ -159,12 +160,12 @@ class BackOffice:
         if request.method == "POST":
             if not same_origin(request):
                 return _error("the sign-in did not come from this site", 403)
-            offered = parse_qs((await _body(request)).decode("utf-8", "replace")).get("secret", [""])[0]
-            if self.guard.secret_matches(offered):
+            form = parse_qs((await _body(request)).decode("utf-8", "replace"))
+            if self.guard.secret_matches(form.get("secret", [""])[0]):
                 response = RedirectResponse(self._root(request), 303)
                 response.set_cookie(
                     SESSION_COOKIE,
-                    self.guard.session_cookie("admin"),
+                    self.guard.session_cookie(operator_name(form.get("name", [""])[0])),
                     max_age=SESSION_HOURS * 3600,
                     httponly=True,
                     samesite="strict",
