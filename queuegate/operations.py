@@ -20,18 +20,13 @@ from .calls import RoomRef, StoreError, UnknownRoom
 from .farback import FarBack
 from .fronts import FrontCopies
 from .outcomes import text
-from .readings import ACTIVITY_KEEP, Readings
+from .readings import ACTIVITY_KEEP, Readings, aside_log
 from .settings import ConfigError, check_room_setting
 from .stats import figure, in_people_units
 
 logger = logging.getLogger("queuegate")
 
 __all__ = ["Operations", "aside_log"]
-
-
-def aside_log(prefix: str) -> str:
-    """The key of the log of what concerns no one room (``note_aside``)."""
-    return f"{prefix}:admin:activity"
 
 
 class Operations(Readings):

@@ -62,6 +62,11 @@ async def each_room(names: Sequence[str], read: Callable[[str], Awaitable[T]]) -
     return dict(pair for pair in done if pair is not None)
 
 
+def aside_log(prefix: str) -> str:
+    """The key of the log of what concerns no one room (``note_aside``)."""
+    return f"{prefix}:admin:activity"
+
+
 class Readings:
     """The reads, for ``Store``: its client, prefix and key names."""
 
@@ -75,6 +80,20 @@ class Readings:
         (``at``, Redis time in ms), whatever they changed it from."""
         raw = await self.guard(self.client.lrange(self._base(room) + "activity", 0, count - 1))
         return [{**json.loads(item), "room": room} for item in raw]
+
+    async def latest_activity(self, count: int = 50) -> list[dict[str, Any]]:
+        """The newest ``count`` entries of every room's activity log and of
+        the log of what concerns no one room (their ``room``: None), newest
+        first."""
+        raw = await self.guard(self.client.lrange(aside_log(self.prefix), 0, count - 1))
+        # Every entry of this list concerns no one room (older ones said so
+        # with "-", which is also a room's name).
+        entries = [{**json.loads(item), "room": None} for item in raw]
+        for name in await self.room_names():
+            entries += await self.activity(name, count)
+        # Stable: entries of one log at the same millisecond keep their order.
+        entries.sort(key=lambda entry: -entry["at"])
+        return entries[:count]
 
     async def seed(self, room: RoomRef) -> str | None:
         """The room's secret seed, to publish after the draw so anyone can check it."""

@@ -906,3 +906,27 @@ async def test_show_says_how_old_the_controllers_figures_are_once_no_response_co
     await store.report(ADAPTIVE, 20, 0, slow, slow, now=now)  # read now
     fresh = cli("show", "adaptive", url=redis_url).stdout
     assert re.search(r"^ +p95_ms +[\d.,]+ m?s \(first byte [^)]*\)$", fresh, re.MULTILINE), fresh
+
+
+@pytest.mark.anyio
+async def test_activity_says_who_changed_what_and_when(busy_room: str, store: Store) -> None:
+    """Who paused the room was in the back office only (a newcomer's
+    trial: several operators on a launch day). `queuegate activity` reads
+    the rooms' logs, newest first, as the back office shows them; a room
+    it does not know is said with the rooms there."""
+    assert cli("set", "sale", "--status", "paused", url=busy_room, USER="ada").returncode == 0
+    await store.configure("sale", rate=None, per=None, who="deploy script")
+    await store.note_aside("bob", "virtual visitors", {"visitors": 10})
+    text = cli("activity", url=busy_room).stdout.splitlines()
+    clock = r"\d\d:\d\d:\d\d UTC \((now|\d+ s ago)\)"
+    reset = r" · deploy script · sale · settings: reset to the code's values: (rate, per|per, rate)"
+    assert re.fullmatch(clock + reset, text[1]), text
+    assert re.fullmatch(clock + r" · bob · virtual visitors: visitors 10", text[0]), text
+    paused = r" · console \(ada@[^)]+\) · sale · settings: status \"paused\""
+    assert re.fullmatch(clock + paused, text[2]), text
+    one = cli("activity", "sale", "--count", "1", "--json", url=busy_room)
+    (entry,) = json.loads(one.stdout)
+    assert (entry["room"], entry["who"]) == ("sale", "deploy script")
+    wrong = cli("activity", "Sale", url=busy_room)
+    assert wrong.returncode == 1
+    assert "(did you mean 'sale'? rooms there: sale)" in wrong.stderr

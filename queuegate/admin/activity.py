@@ -4,15 +4,13 @@ Changes to a room are logged by the call that makes them, in the room's
 own log (``Store.activity``; activity.lua), whether they come from the
 console, the back office or the app's code. What concerns no one room (a
 run of virtual visitors) goes in one capped list per prefix,
-``<prefix>:admin:activity``. This module reads them together.
+``<prefix>:admin:activity``. ``Store.latest_activity`` reads them together.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ..operations import aside_log
 from ..readings import ACTIVITY_KEEP
 from ..store import Store
 
@@ -28,12 +26,4 @@ async def latest(store: Store, count: int = 50, room: str | None = None) -> list
     """The newest ``count`` entries (of one room, if given), newest first."""
     if room is not None:
         return await store.activity(room, count)
-    raw = await store.guard(store.client.lrange(aside_log(store.prefix), 0, count - 1))
-    # Every entry of this list concerns no one room (older ones said so
-    # with "-", which is also a room's name).
-    entries = [{**json.loads(item), "room": None} for item in raw]
-    for name in await store.room_names():
-        entries += await store.activity(name, count)
-    # Stable: entries of one log at the same millisecond keep their order.
-    entries.sort(key=lambda entry: -entry["at"])
-    return entries[:count]
+    return await store.latest_activity(count)

@@ -1,4 +1,5 @@
-"""The operator's console: ``queuegate list|show|set|release|remove|drain|forget|seed|simulate|serve-admin``.
+"""The operator's console: ``queuegate
+list|show|activity|set|release|remove|drain|forget|seed|simulate|serve-admin``.
 
 It talks to the same Redis as the app (``--redis`` or ``QUEUEGATE_REDIS_URL``)
 and goes through the same scripts, so a change applies in every app process at

@@ -14,6 +14,7 @@ from ..risks import RISKS_UNKNOWN, risks
 from ..settings import ROOM_SETTINGS
 from ..stats import readable
 from ..store import StoreError, UnknownRoom
+from .activity import _activity
 from .parser import CommandError
 from .session import Bounded, Output, opened
 from .views import _list, _show
@@ -203,6 +204,7 @@ async def _forget(ask: Bounded, args: argparse.Namespace) -> Output:
 COMMANDS: dict[str, Callable[[Bounded, argparse.Namespace], Awaitable[Output]]] = {
     "list": _list,
     "show": _show,
+    "activity": _activity,
     "set": _set,
     "release": _release,
     "remove": _remove,

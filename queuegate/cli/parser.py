@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from .. import COMPILED, __version__
 from ..analytics import KEEP_MINUTES
 from ..checks import ROOM_SETTINGS
+from ..readings import ACTIVITY_KEEP
 
 T = TypeVar("T")
 WATCH_EVERY = 2.0  # seconds between two views of --watch
@@ -152,13 +153,14 @@ uses, and send virtual visitors to a gated page."""
 EPILOG = """\
 Redis comes from --redis or QUEUEGATE_REDIS_URL; changes apply in every app
 process at its next request. Errors are one line on stderr and a non-zero
-exit status, with nothing changed. Add --json to list, show, seed and
-simulate for scripts; without it, tables (in colour on a terminal).
+exit status, with nothing changed. Add --json to list, show, activity, seed
+and simulate for scripts; without it, tables (in colour on a terminal).
 
 examples:
   queuegate list
   queuegate show sale
   queuegate set sale --rate 20 --per 10
+  queuegate activity sale
   queuegate simulate --url http://127.0.0.1:8000/checkout --visitors 200
 """
 
@@ -236,6 +238,17 @@ def _parser() -> argparse.ArgumentParser:
         help=f"how many one-minute points of the line to give with --json (1-{KEEP_MINUTES}, default: 60)",
     )
     _watch(show)
+
+    log = commands.add_parser("activity", help="who changed what, and when: a room's log, or every room's")
+    log.add_argument("room", nargs="?", help="one room (default: every room, and what concerns none)")
+    log.add_argument(
+        "--count",
+        type=_ranged(int, 1, ACTIVITY_KEEP),
+        default=20,
+        metavar="N",
+        help=f"how many changes, newest first (1-{ACTIVITY_KEEP}, default: 20)",
+    )
+    log.add_argument("--json", action="store_true", help="as JSON")
 
     office = commands.add_parser(
         "serve-admin", help="serve the back office (its sign-in secret from $QUEUEGATE_ADMIN_SECRET)"
