@@ -21,6 +21,17 @@ from .apps import ALL_METHODS, oracle
 PROTECTED_GET_POST = ("/checkout", "/checkout/{item}", "/checkout/{item}/pay")
 
 
+def _rules(app: Any, protected: Any, open_page: Any) -> None:
+    """The shop's routes on a Flask-style router (Quart's, Flask's)."""
+    for i, path in enumerate(PROTECTED_GET_POST):
+        rule = path.replace("{item}", "<item>")
+        app.add_url_rule(rule, f"protected{i}", protected, methods=["GET", "POST"])
+    app.add_url_rule("/checkout-any/<path:rest>", "any", protected, methods=ALL_METHODS)
+    app.add_url_rule("/", "home", open_page)
+    app.add_url_rule("/<page>", "page", open_page, methods=ALL_METHODS)
+    app.add_url_rule("/files/<path:rest>", "files", open_page, methods=ALL_METHODS)
+
+
 def quart_app() -> ASGIApp:
     from quart import Quart, Response, request, websocket
 
@@ -32,13 +43,7 @@ def quart_app() -> ASGIApp:
     async def open_page(**_: str) -> Response:
         return Response("open", headers={"x-oracle": "OPEN"})
 
-    for i, path in enumerate(PROTECTED_GET_POST):
-        rule = path.replace("{item}", "<item>")
-        app.add_url_rule(rule, f"protected{i}", protected, methods=["GET", "POST"])
-    app.add_url_rule("/checkout-any/<path:rest>", "any", protected, methods=ALL_METHODS)
-    app.add_url_rule("/", "home", open_page)
-    app.add_url_rule("/<page>", "page", open_page, methods=ALL_METHODS)
-    app.add_url_rule("/files/<path:rest>", "files", open_page, methods=ALL_METHODS)
+    _rules(app, protected, open_page)
 
     @app.websocket("/checkout/ws")
     async def feed() -> None:
@@ -204,13 +209,7 @@ def flask_app() -> ASGIApp:
     def open_page(**_: str) -> Response:
         return Response("open", headers={"x-oracle": "OPEN"})
 
-    for i, path in enumerate(PROTECTED_GET_POST):
-        rule = path.replace("{item}", "<item>")
-        app.add_url_rule(rule, f"protected{i}", protected, methods=["GET", "POST"])
-    app.add_url_rule("/checkout-any/<path:rest>", "any", protected, methods=ALL_METHODS)
-    app.add_url_rule("/", "home", open_page)
-    app.add_url_rule("/<page>", "page", open_page, methods=ALL_METHODS)
-    app.add_url_rule("/files/<path:rest>", "files", open_page, methods=ALL_METHODS)
+    _rules(app, protected, open_page)
     wsgi = WsgiToAsgi(app)  # type: ignore[no-untyped-call]
 
     async def shop(scope: Any, receive: Any, send: Any) -> None:
