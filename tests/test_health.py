@@ -697,6 +697,25 @@ async def test_responses_from_before_a_quiet_spell_are_not_judged_after_it(store
     assert not any(why.startswith(("cut", "lower")) for *_, why in reasons), reasons
 
 
+async def test_an_overload_just_after_a_quiet_spell_is_read_over_its_own_seconds(store: Store) -> None:
+    """The windows dropped after a lull began where the old one had, two
+    minutes before: the first reports' work a second was read over two
+    minutes, 20 times too low, and an overload then set a capacity of
+    19 ms a second where the app completed some 2,700 (a review). The span
+    starts with the first report after the lull."""
+    the_room = room(rate=10, target=Health(p95_ms=300, floor=1, ceiling=200))
+    await fill_line(store, the_room)
+    for second in range(8):
+        await store.report(the_room, 20, 0, buckets(20, 100), buckets(20, 100), now=T0 + second * 1000)
+    quiet = T0 + 8_000 + 120_000
+    await store.report(the_room, 20, 0, buckets(20, 900), buckets(20, 900), now=quiet)
+    stats = await store.stats(the_room, now=quiet)
+    assert stats["health_reason"].startswith("cut:"), stats["health_reason"]
+    health = store.keys(the_room.name)[0].rsplit(":", 1)[0] + ":health"
+    capacity = float(await store.client.hget(health, "capacity_ms") or 0)
+    assert capacity >= 1000, capacity  # ms of work a second (0.9 of the 2,700 completed)
+
+
 async def test_a_room_at_its_floor_gathers_evidence_and_climbs_again(store: Store) -> None:
     """At a floor of one a second, with a request per visitor, a second has
     one response: too few to judge in windows of a second or two, so the

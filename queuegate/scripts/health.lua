@@ -325,7 +325,9 @@ if now - since >= MAX_WINDOW or (now - since >= WINDOW and current[1] >= MIN_SAM
   before, current, since_before, since = current, {}, since, now
   for i = 1, F do current[i] = 0 end
   if now - since_before >= 2 * MAX_WINDOW then
-    before = {}
+    -- (And the windows' span starts now: over the lull, the first reports'
+    -- work a second read 20 times too low, an overload's capacity too.)
+    before, since_before = {}, now
     for i = 1, F do before[i] = 0 end
   end
 end
