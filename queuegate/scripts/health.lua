@@ -85,10 +85,11 @@
 -- completing no more than the floor's visitors bring, and its answers
 -- still over the target (beyond chance), its errors within their maximum.
 -- The room says "target out of reach: p95 at
--- minimal load N ms", goes back to the last rate that was within target
--- (else its own rate from code) and from there holds the p95 under
--- OUT_OF_REACH x N instead of the target, until the p95 has been under the
--- target, or a fifth under N, for a visit's length.
+-- minimal load N ms" and holds the p95 under OUT_OF_REACH x N instead of
+-- the target, climbing from the floor by probes (its capacity and what
+-- was served within target start again from what the app does there),
+-- until the p95 has been under the target, or a fifth under N, for a
+-- visit's length.
 --
 -- Judged "over the target": the responses over target_ms are more than 5 %
 -- of them beyond chance (a one-sided binomial bound at Z), in the windows
