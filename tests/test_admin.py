@@ -94,13 +94,17 @@ async def test_a_name_typed_at_sign_in_is_who_the_activity_log_names(store: Stor
     """Under one shared secret every change was logged as "admin": on a
     launch day with several operators, nobody could tell who paused the
     room (a newcomer's trial). A name typed at sign-in (optional, printable,
-    40 characters at most) is who the log names; none is "admin"."""
+    40 characters at most, marked as typed there) is who the log names;
+    none is "admin"."""
     app = mounted(store, secret=SECRET)
     cases = (
-        ("  Ada\x00  Lovelace\n", "Ada Lovelace"),
+        ("  Ada\x00  Lovelace\n", "Ada Lovelace (back office)"),
         ("", "admin"),
-        ("x" * 99, "x" * 40),
-        ("<i>B</i>", "<i>B</i>"),
+        ("x" * 99, "x" * 40 + " (back office)"),
+        # Nothing that passes for another origin or another field of the log.
+        ("console (root@ops-1)", "console root@ops-1 (back office)"),
+        ("x · sale · settings", "x sale settings (back office)"),
+        ("<i>B</i>&", "iB/i& (back office)"),  # (escaped on the page)
     )
     for typed, logged in cases:
         async with client_for(app) as client:

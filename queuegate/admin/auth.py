@@ -79,13 +79,16 @@ class Guard:
 
 
 def operator_name(typed: str) -> str:
-    """The name an operator typed at sign-in, for the activity log: its
-    printable characters, spaces collapsed, 40 at most; "admin" when none.
-    Under one shared secret it is as declared (anyone with the secret may
-    type any name): it tells operators apart, it proves nobody's identity
-    (``auth=`` does)."""
-    name = " ".join("".join(ch for ch in typed if ch.isprintable()).split())[:MAX_NAME]
-    return name or "admin"
+    """The name an operator typed at sign-in, for the activity log, marked
+    as typed there: ``ada (back office)``; "admin" when none. Its printable
+    characters but the log's separators (``·``, brackets), spaces
+    collapsed, 40 at most, so that it cannot pass for another origin
+    (``console (user@host)``, ``admin (token)``) or another field. Under one
+    shared secret it is as declared: it tells operators apart, it proves
+    nobody's identity (``auth=`` does)."""
+    kept = "".join(ch for ch in typed if ch.isprintable() and ch not in "·()[]{}<>")
+    name = " ".join(kept.split())[:MAX_NAME]
+    return f"{name} (back office)" if name else "admin"
 
 
 def new_csrf_token() -> str:
