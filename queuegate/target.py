@@ -78,9 +78,9 @@ class Health:
             check_room_setting("max_errors", self.max_error_rate, called="max_error_rate")
             if self.floor is not None:
                 # 0 is refused in code: it is how None (the default) is
-                # stored, and given here it would read as no floor at all.
-                check_room_setting("floor", self.floor)
-                if self.floor < 1:
+                # stored, and would read as that default, not as no floor.
+                whole = isinstance(self.floor, int) and not isinstance(self.floor, bool)
+                if not whole or self.floor < 1:
                     raise ConfigError(
                         f"floor must be a whole number >= 1 (None: a visitor a second), got {self.floor!r}"
                     )

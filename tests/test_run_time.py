@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from queuegate import Health, Room, Store
+from queuegate.checks import ConfigError
 from queuegate.stats import described
 
 from .conftest import MakeGate, lifespan_app, running
@@ -220,3 +221,22 @@ def test_a_setting_set_at_run_time_to_the_codes_value_is_said_so() -> None:
     listed; "per 1 s (code: 1 s)" read as a mistake (a newcomer's trial)."""
     stats = {"run_time": ["rate", "per"], "rate": 5, "per": 1000, "code": {"rate": 3, "per": 1000}}
     assert described(stats) == "rate 5 (code: 3), per 1 s (the same as the code's)"
+
+
+async def test_a_default_floor_is_said_as_the_floor_it_makes_and_follows_a_ceiling(store: Store) -> None:
+    """A floor left to its default is stored as 0 and made by advance.lua
+    from the pair and ceiling in force (a review): a ceiling under it was
+    refused as under the floor (`--ceiling 30` on a room of 300 a minute:
+    "the ceiling (30) would be below the floor (60)"), though it caps the
+    default; and `show` said the code's floor was 0. A floor given is still
+    checked against the ceiling."""
+    room = flash(rate=300, per=60.0, target=Health(p95_ms=300))
+    assert (await store.stats(room, now=T0))["floor"] == 60  # a visitor a second, in visitors a minute
+    await store.configure("flash", ceiling=30, now=T0)
+    stats = await store.stats("flash", now=T0)
+    assert (stats["floor"], stats["ceiling"]) == (30, 30)
+    await store.configure("flash", floor=5, now=T0)
+    stats = await store.stats("flash", now=T0)
+    assert (stats["floor"], stats["code"]["floor"]) == (5, 60)
+    with pytest.raises(ConfigError, match=r"the ceiling \(30\) would be below the floor \(40\)"):
+        await store.configure("flash", floor=40, now=T0)

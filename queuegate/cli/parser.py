@@ -295,7 +295,7 @@ def _parser() -> argparse.ArgumentParser:
     change.add_argument(
         "--floor",
         type=int,
-        help="the controller's lowest rate (or capacity); 0: a visitor a second (the default)",
+        help="the controller's lowest rate (or capacity); --reset floor gives the code's back",
     )
     change.add_argument("--ceiling", type=int, help="the controller's highest rate (or capacity), 0: none")
     change.add_argument(

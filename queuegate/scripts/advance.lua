@@ -89,8 +89,26 @@ local rate, per, capacity, session, sliding, abandon, max_step, status, method
 local step_n, step
 local opens_at, client_limit, forget, challenge, target_ms, max_errors
 local adapt_floor, adapt_ceiling, settle
+local floor_set -- the floor setting in force: 0 = none given, the default below
 -- Before a scheduled opening the room only gathers its pre-queue.
 local prequeue, line_moves
+
+-- The controller's floor when none was given (Health's floor None, stored
+-- as 0): a visitor a second in the units of `per_now`, not over the rate
+-- from code in those units (the operator chose it as safe) nor the
+-- ceiling; 1 for a capacity (rate 0). Made from the pair in force, not the
+-- code's: a floor fixed at 60 (a visitor a second per 60 s) read as 60 a
+-- second once an operator set `--rate 5 --per 1`, and the controller,
+-- given the rate back, held 60 a second into an app serving 23 at most.
+local function default_floor(rate_now, per_now, ceiling_now)
+  local floor = 1
+  local code_rate, code_per = tonumber(default[1]) or 0, tonumber(default[2]) or 0
+  if rate_now > 0 and code_rate > 0 and code_per > 0 then
+    floor = math.max(1, math.min(math.ceil(per_now / 1000), math.floor(code_rate * per_now / code_per)))
+  end
+  if ceiling_now > 0 then floor = math.min(floor, ceiling_now) end
+  return floor
+end
 
 -- The settings in force: run-time fields over the defaults from code. Read
 -- again by configure.lua once it has written new ones, so that the room
@@ -118,22 +136,8 @@ local function read_settings(fields)
   if (tonumber(default[14]) or 0) <= 0 then target_ms = 0 end
   max_errors = tonumber(setting.max_errors) or 0
   adapt_ceiling = tonumber(setting.ceiling) or 0
-  adapt_floor = tonumber(setting.floor) or 0
-  if adapt_floor <= 0 then
-    -- None given (Health's floor None, stored as 0): a visitor a second in
-    -- the units of the `per` in force, not over the rate from code in those
-    -- units (the operator chose it as safe) nor the ceiling; 1 for a
-    -- capacity. Made from the pair in force, not the code's: a floor fixed
-    -- at 60 (a visitor a second per 60 s) read as 60 a second once an
-    -- operator set `--rate 5 --per 1`, and the controller, given the rate
-    -- back, held 60 a second into an app serving 23 at most, most failing.
-    adapt_floor = 1
-    local code_rate, code_per = tonumber(default[1]) or 0, tonumber(default[2]) or 0
-    if rate > 0 and code_rate > 0 and code_per > 0 then
-      adapt_floor = math.max(1, math.min(math.ceil(per / 1000), math.floor(code_rate * per / code_per)))
-    end
-    if adapt_ceiling > 0 then adapt_floor = math.min(adapt_floor, adapt_ceiling) end
-  end
+  floor_set = tonumber(setting.floor) or 0
+  adapt_floor = floor_set > 0 and floor_set or default_floor(rate, per, adapt_ceiling)
   settle = tonumber(setting.settle) or 10000
   prequeue = opens_at > 0 and now < opens_at
   line_moves = (status == 'open' or status == 'queue_all') and not prequeue

@@ -161,10 +161,11 @@ end
 -- the code refuses such a Health. The ceiling wins over the floor
 -- (health.lua), so the controller held the room under it, not at the
 -- floor that promises the line keeps moving.
+-- (A floor left to its default is never over the ceiling: made under it.)
 if given.floor ~= nil or given.ceiling ~= nil then
-  local floor_after = math.max(1, after(given.floor, adapt_floor, 16))
+  local floor_after = after(given.floor, floor_set, 16)
   local ceiling_after = after(given.ceiling, adapt_ceiling, 17)
-  if ceiling_after > 0 and ceiling_after < floor_after then
+  if floor_after > 0 and ceiling_after > 0 and ceiling_after < floor_after then
     return redis.error_reply(string.format('REFUSED floor and ceiling: the ceiling (%d) would be below '
       .. 'the floor (%d). Lower the floor or raise the ceiling (0: none) in the same change.',
       ceiling_after, floor_after))

@@ -70,7 +70,11 @@ for i, name in ipairs(SETTINGS) do
   if conf[i + 1] and name ~= controlled then run_time[#run_time + 1] = name end
   if (conf[i + 1] or name == controlled) and default[i] and default[i] ~= '' then
     code[#code + 1] = 'code_' .. name
-    code[#code + 1] = default[i]
+    -- (A floor left to its default in code, stored as 0: the default it
+    -- makes with the code's own pair and ceiling.)
+    code[#code + 1] = (name == 'floor' and (tonumber(default[i]) or 0) <= 0)
+      and default_floor(tonumber(default[1]) or 0, tonumber(default[2]) or 0, tonumber(default[17]) or 0)
+      or default[i]
   end
 end
 -- (`held`: the setting whose value the controller wrote last, its still;
