@@ -61,6 +61,10 @@ MAX_BATCH = 500  # visitors whose ranks one resync call reads
 READ_AGAIN = 3  # a read (or resync) during which the room moved is made again this many times at most
 SUBSCRIBE_WAIT = 1.0  # seconds a new stream waits for the subscription at most
 RESYNC_RETRY = 1.0  # seconds before a resync that could not finish is tried again
+# Seconds between two resyncs that streams opened in a moving room ask for
+# (their reads kept finding pushes they could not place): opened steadily,
+# they would otherwise run a resync of every stream back to back.
+RESYNC_GAP = 1.0
 FLUSH = 0.25  # seconds between two updates of all of a room's streams
 
 Places = Callable[[Any, Sequence[str]], Awaitable[tuple[int, str, list[tuple[int, int]]]]]
@@ -97,6 +101,20 @@ class Feed:
     samples: Samples = ((), (), ())
     checking: asyncio.Task[None] | None = None
     resync_due: asyncio.Event = field(default_factory=asyncio.Event)
+    resynced_at: float = 0.0  # time.monotonic() of the last resync
+    resync_later: asyncio.TimerHandle | None = None
+
+    def resync_soon(self) -> None:
+        """A resync, RESYNC_GAP after the last at the soonest."""
+        wait = self.resynced_at + RESYNC_GAP - time.monotonic()
+        if wait <= 0:
+            self.resync_due.set()
+        elif self.resync_later is None or self.resync_later.cancelled():
+            self.resync_later = asyncio.get_running_loop().call_later(wait, self._resync_now)
+
+    def _resync_now(self) -> None:
+        self.resync_later = None
+        self.resync_due.set()
 
     def all(self) -> list[Stream]:
         return [stream for streams in self.streams.values() for stream in streams]
@@ -189,7 +207,7 @@ class Feeds:
         feed = self._add(name, room, stream)
         stream.rank = feed.since_flush(stream, outcome.rank)
         if not consistent:
-            feed.resync_due.set()  # the room kept moving: shown now, set right by the resync
+            feed.resync_soon()  # the room kept moving: shown now, set right by a resync
         shown = (outcome.rank, outcome.line, outcome.eta_ms, outcome.poll_ms)
         if shown != stream.shown:
             stream.shown = shown
@@ -279,7 +297,7 @@ class Feeds:
         every = feed.abandon_ms / 6000 if feed.abandon_ms > 0 else 60.0
         if feed.resync_due.is_set() or time.monotonic() - checked >= max(1.0, every):
             feed.resync_due.clear()
-            checked = time.monotonic()
+            checked = feed.resynced_at = time.monotonic()
             if not await self._resync(name, feed):
                 await asyncio.sleep(RESYNC_RETRY)
                 feed.resync_due.set()

@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 
 from queuegate import QueueGate, Room, Store, feeds, ticker
+from queuegate.feeds import RESYNC_GAP, Feed
 from queuegate.store import connect
 
 from .conftest import SECRET, lifespan_app, served
@@ -402,3 +403,21 @@ def test_streams_resync_together_after_the_subscription_is_lost(redis_url: str) 
 
     with served(gate) as base:
         asyncio.run(scenario(base))
+
+
+@pytest.mark.anyio
+async def test_streams_opened_in_a_moving_room_ask_for_a_resync_a_second_at_most() -> None:
+    """A stream whose reads kept finding pushes it could not place asks for
+    a resync of the room's streams. Opened steadily in a room pushing
+    several times a second, they ran resyncs of every stream back to back
+    (a review): one comes a second after the last at the soonest."""
+    feed = Feed(room=None)
+    feed.resync_soon()  # none before: at once
+    assert feed.resync_due.is_set()
+    feed.resync_due.clear()
+    feed.resynced_at = time.monotonic()
+    for _ in range(5):
+        feed.resync_soon()
+    assert not feed.resync_due.is_set()
+    await asyncio.wait_for(feed.resync_due.wait(), timeout=RESYNC_GAP + 0.5)
+    assert time.monotonic() - feed.resynced_at >= RESYNC_GAP * 0.99
