@@ -68,6 +68,23 @@ def risks(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
         # controller's to move, without a word. A pin given back is not news.)
         value = int(after[held])
         said.append(f"the health controller now holds the {held} ({value:,}) and moves it from now on")
+    ceiling, per, per_was = int(after.get("ceiling", 0)), int(after["per"]), int(before["per"])
+    same_ceiling = ceiling == int(before.get("ceiling", 0))
+    if (
+        same_ceiling
+        and ceiling > 0
+        and int(after["rate"]) > 0
+        and int(after.get("target_ms", 0)) > 0
+        and (0 < per != per_was)
+    ):
+        # The controller's bounds are numbers of the room's units: the same
+        # ceiling is now so many a new interval (a quota of 600 a minute,
+        # 600 a second after `--per 1`).
+        said.append(
+            f"the controller's ceiling {ceiling:,} is now per {_seconds(per)} "
+            f"(it was per {_seconds(per_was)}): {ceiling * 1000 / per:,.4g} a second at most, "
+            f"where it was {ceiling * 1000 / per_was:,.4g}; give --ceiling with --per to keep the limit"
+        )
     capacity, active = int(after["capacity"]), int(after["active"])
     if 0 < capacity < active and capacity < int(before["capacity"] or active):
         said.append(

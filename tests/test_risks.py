@@ -80,3 +80,20 @@ def test_only_a_capacity_lowered_under_those_inside_is_a_risk() -> None:
     assert risks(room(active=80, capacity=50), room(active=80, capacity=60)) == []  # raised, still under
     (said,) = risks(room(active=80, capacity=100), room(active=80, capacity=20))
     assert said == "capacity 20 with 80 sessions active: nobody new is let in until 61 sessions end"
+
+
+def test_a_per_that_changes_what_the_controllers_ceiling_means_is_said() -> None:
+    """The controller's ceiling (a payment provider's quota, say) is a
+    number of the room's units: a `--per` changed at run time left it the
+    same number of a new interval, 60 times the limit after `--per 1` on a
+    room counting a minute, without a word."""
+    before = room(rate=300, per=60_000, ceiling=600, target_ms=400)
+    (said,) = risks(before, room(rate=5, per=1000, ceiling=600, target_ms=400))
+    assert said == (
+        "the controller's ceiling 600 is now per 1 s (it was per 60 s): 600 a second at most, where it was"
+        " 10; give --ceiling with --per to keep the limit"
+    )
+    assert risks(before, room(rate=5, per=1000, ceiling=10, target_ms=400)) == []  # given with it
+    assert risks(before, room(rate=600, per=60_000, ceiling=600, target_ms=400)) == []  # the same per
+    assert risks(before, room(rate=5, per=1000, ceiling=0, target_ms=400)) == []  # no ceiling
+    assert risks(before, room(rate=5, per=1000, ceiling=600, target_ms=0)) == []  # no controller
