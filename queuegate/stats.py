@@ -25,6 +25,21 @@ TEXTS = (
 )
 
 
+# The controller reads its figures over a window or two of 1-10 s at each
+# look, and looks only as responses are reported: figures older than this
+# are said to be old (the console's `show`, the back office).
+STALE_HEALTH_MS = 10_000
+
+
+def health_age_ms(stats: dict[str, Any]) -> int:
+    """How long ago the controller's figures were read (``health_at``),
+    once that is STALE_HEALTH_MS or more; 0 while they are fresh, or before
+    any."""
+    at = int(stats.get("health_at", 0))
+    age = int(stats["now"]) - at
+    return age if at > 0 and age >= STALE_HEALTH_MS else 0
+
+
 def figure(key: str, value: str) -> Any:
     """A field as a room's state or stats.lua keeps it (text) as a Python value."""
     if key in TEXTS:

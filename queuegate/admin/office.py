@@ -27,6 +27,7 @@ from ..readings import each_room
 from ..risks import RISKS_UNKNOWN, risks
 from ..rooms import Rooms
 from ..settings import Room
+from ..stats import health_age_ms
 from ..store import Store, StoreError, UnknownRoom
 from ..target import verdict
 from . import activity
@@ -231,6 +232,7 @@ class BackOffice:
             **stats,
             "title": self._title(name),
             "health_verdict": verdict(str(stats.get("health_reason", ""))),
+            "health_stale_ms": health_age_ms(stats),
         }
 
     def _title(self, name: str) -> str:

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ..console import UNKNOWN, clock, count, milliseconds, per_minute, percent
 from ..readings import each_room
-from ..stats import in_people_units, readable, run_time
+from ..stats import health_age_ms, in_people_units, readable, run_time
 from ..store import redacted
 from .session import Bounded, Output
 
@@ -156,10 +156,6 @@ class Fitted:
         yield self.choices[-1][0]
 
 
-# The controller reads its figures over a window or two of 1-10 s at each
-# look, and looks only as responses are reported: figures older than this
-# are said to be old.
-STALE_HEALTH_MS = 10_000
 STATUS_STYLES = {"open": "green", "paused": "yellow", "closed": "red", "queue_all": "yellow"}
 
 
@@ -291,9 +287,8 @@ def _p95(stats: dict[str, Any]) -> str:
     """The controller's p95, and how old it is once no response has been
     measured for a while (the figures are those of its last look)."""
     said = f"{milliseconds(stats['p95_ms'])} (first byte {milliseconds(stats['first_byte_p95_ms'])})"
-    at = stats.get("health_at", 0)
-    if at > 0 and stats["now"] - at >= STALE_HEALTH_MS:
-        said += f", read {clock(at, stats['now'])}: no response measured since"
+    if health_age_ms(stats):
+        said += f", read {clock(stats['health_at'], stats['now'])}: no response measured since"
     return said
 
 

@@ -6,7 +6,6 @@
   var STATUSES = ["open", "paused", "queue_all", "passthrough", "closed"];
   var METHODS = ["fifo", "random"];
   var LIVE_MS = 600000;
-  var STALE_HEALTH_MS = 10000; // as the console's (queuegate/cli/views.py)
   var NO_TARGET = "No health target in code: give the room one (Room(..., target=Health(p95_ms=300))), then tune it here.";
   var CONTROLLER = ["target_ms", "max_errors", "floor", "ceiling", "settle"];
   var live = {}; // room -> [[t s], [waiting], [active], [p95 ms], [target ms], [rate or capacity]]
@@ -107,8 +106,7 @@
       var pinned = room.pinned && room.health_verdict.indexOf("pinned") < 0 ? " · pinned" : "";
       // Its figures are its last look's, made as responses are reported:
       // once none has come for a while, how old they are is said.
-      var old = room.health_at > 0 && room.now - room.health_at >= STALE_HEALTH_MS
-        ? ", read " + seconds(room.now - room.health_at) + " ago: no response since" : "";
+      var old = room.health_stale_ms > 0 ? ", read " + seconds(room.health_stale_ms) + " ago: no response since" : "";
       health.appendChild(el("span", { "class": "note" },
         " · p95 " + (room.p95_ms < 0 ? "– (no responses measured yet)" : room.p95_ms + " ms" + old) + pinned));
       if (room.health_reason) health.appendChild(el("span", { "class": "note reason" }, room.health_reason));
