@@ -1,21 +1,31 @@
 """The back office reads as finished as the visitors' waiting page: its
-sign-in a card with fields a finger can press (Playwright + Debian's
-Chromium).
+sign-in a card with fields a finger can press, its durations said as the
+console says them (Playwright + Debian's Chromium).
 
 Skipped without Chromium, unless QGDEV_E2E=required (.ci/run)."""
 
 from __future__ import annotations
 
+import itertools
+import re
 from typing import Any
 
-from queuegate import Store
+from queuegate import Room, Store
+from queuegate.analytics import WAIT_BOUNDS_MS
+from queuegate.console import milliseconds
 from queuegate.store import connect
 
 from .conftest import chromium_or_skip
 
 chromium_or_skip()
 
-from .test_admin_browser import signed_in  # noqa: E402
+from .test_admin_browser import in_redis, signed_in  # noqa: E402
+
+DASH = "\u2013"  # between a bucket's bounds
+ROOM = Room("sale", paths=["/sale"], rate=1, per=3600.0)
+# A duration as queuegate.console.duration writes it: "250 ms", "2.5 s",
+# "42 s", "2 min 22 s", "1 h 5 min" (the page said "2.2 min").
+DURATION = r"\d+ ms|\d\.\d s|\d+ (s|min|h|d)( \d+ (s|min|h))?"
 
 STYLE = """(selector) => {
   const e = document.querySelector(selector), s = getComputedStyle(e), r = e.getBoundingClientRect();
@@ -51,3 +61,36 @@ def test_the_sign_in_is_a_card_as_the_waiting_page_is(redis_url: str, browser: A
         assert (ring["outline"], ring["outlineWidth"]) == ("solid", "3px"), ring
         login.context.close()
         page.wait_for_selector("#rooms-table")  # (the signed-in page, for the office's server)
+
+
+def test_durations_read_as_the_console_says_them(redis_url: str, browser: Any) -> None:
+    """The page said "2.2 min" where `queuegate list` said "2 min 12 s" for
+    the same wait, headed "wait at back" where the console says "wait at
+    the back", its histogram "1.0 min - 2.0 min" and "0 s - 5 s" (en
+    dashes), and a histogram with nobody in it three dashes."""
+
+    async def a_line(store: Store) -> None:
+        for i in range(3):
+            await store.enter(ROOM, f"visitor-{i}")
+
+    in_redis(redis_url, a_line)
+    with signed_in(browser, Store(connect(redis_url, 5.0))) as (page, _):
+        page.wait_for_selector("tr[data-room=sale]")
+        heads = [" ".join(h.split()) for h in page.locator("#rooms-table thead th").all_text_contents()]
+        assert heads[5] == "wait at the back", heads
+        back = page.locator("tr[data-room=sale] td:nth-child(6)")
+        assert back.get_attribute("data-label") == "wait at the back"
+        assert re.fullmatch(DURATION, back.text_content() or ""), back.text_content()
+
+        page.locator("tr[data-room=sale] button", has_text="sale").click()
+        page.wait_for_selector("#waits tbody tr")
+        rows = [text.replace("\xa0", " ") for text in page.locator("#waits tbody th").all_text_contents()]
+        bounds = [milliseconds(ms) for ms in WAIT_BOUNDS_MS]
+        expected = [f"under {bounds[0]}"]
+        expected += [f"{low} {DASH} {high}" for low, high in itertools.pairwise(bounds)]
+        expected += [f"over {bounds[-1]}", "median · p90 · p99"]
+        assert rows == expected, rows
+        assert not any(".0 " in row for row in rows), rows
+        # Nobody gave up: none yet, not three dashes.
+        foot = page.locator("#waits tbody tr").last.locator("td").all_text_contents()
+        assert foot[1] == "none yet", foot

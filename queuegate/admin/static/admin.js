@@ -46,23 +46,38 @@
         });
       });
   }
+  // Unknown, as the console says it (queuegate.console.UNKNOWN).
+  var UNKNOWN = "\u2014";
+  var SPOKEN = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]];
+  // A duration in ms as the console says it (queuegate.console.duration):
+  // "250 ms", "2.5 s", "42 s", "2 min 22 s", "1 h 5 min"; the page said
+  // "2.2 min" where `queuegate list` said "2 min 12 s" for the same wait.
   function seconds(ms) {
-    if (ms === null || ms === undefined || ms < 0) return "–";
-    if (ms < 60000) return Math.round(ms / 1000) + " s";
-    if (ms < 3600000) return (ms / 60000).toFixed(ms < 600000 ? 1 : 0) + " min";
-    return (ms / 3600000).toFixed(1) + " h";
+    if (ms === null || ms === undefined || ms < 0 || isNaN(ms)) return UNKNOWN;
+    if (ms < 1000) return Math.round(ms) + " ms";
+    var tenths = Math.round(ms / 100) / 10;
+    if (tenths < 10 && tenths !== Math.round(tenths)) return tenths.toFixed(1) + " s";
+    var total = Math.round(ms / 1000), parts = [];
+    SPOKEN.forEach(function (u) {
+      var amount = Math.floor(total / u[0]);
+      total -= amount * u[0];
+      if (amount || parts.length) parts.push([amount, u[1]]);
+    });
+    // The two largest units people care about; "1 h", not "1 h 0 min".
+    return parts.slice(0, 2).filter(function (p) { return p[0]; })
+      .map(function (p) { return p[0] + " " + p[1]; }).join(" ");
   }
-  // "30 s" on one line when a narrow histogram wraps its labels.
-  function unbroken(ms) { return seconds(ms).replace(" ", "\u00a0"); }
+  // "1 min 30 s" on one line when a narrow histogram wraps its labels.
+  function unbroken(ms) { return seconds(ms).replace(/ /g, "\u00a0"); }
   // A count with the reader's grouping of digits: "120,006", not "120006".
   function count(n) { return typeof n === "number" ? n.toLocaleString() : n; }
   // A measured rate a minute, as the console's list says it: a tenth below
   // 10 ("0.5"), whole and grouped from 10 on ("1,200"); not a count.
   function perMinute(x) { return x.toLocaleString(undefined, { maximumFractionDigits: x > 0 && x < 10 ? 1 : 0 }); }
-  function share(x) { return x === null || x === undefined ? "–" : Math.round(x * 100) + " %"; }
+  function share(x) { return x === null || x === undefined ? UNKNOWN : Math.round(x * 100) + " %"; }
 
   // -- the rooms table ------------------------------------------------------
-  var LABELS = ["room", "status", "waiting", "active", "admitted a minute", "wait at back", "median wait",
+  var LABELS = ["room", "status", "waiting", "active", "admitted a minute", "wait at the back", "median wait",
     "gave up", "rate / per (s)", "capacity", "target p95 (ms)", "health", ""];
   function roomRow(room) {
     var tr = el("tr", { "data-room": room.room });
@@ -108,7 +123,7 @@
       // once none has come for a while, how old they are is said.
       var old = room.health_stale_ms > 0 ? ", read " + seconds(room.health_stale_ms) + " ago: no response since" : "";
       health.appendChild(el("span", { "class": "note" },
-        " · p95 " + (room.p95_ms < 0 ? "– (no responses measured yet)" : room.p95_ms + " ms" + old) + pinned));
+        " · p95 " + (room.p95_ms < 0 ? UNKNOWN + " (no responses measured yet)" : room.p95_ms + " ms" + old) + pinned));
       if (room.health_reason) health.appendChild(el("span", { "class": "note reason" }, room.health_reason));
     } else {
       health.className = "note health";
@@ -251,7 +266,9 @@
     var top = Math.max(1, Math.max.apply(null, a.counts.concat(g.counts)));
     a.counts.forEach(function (n, i) {
       var low = i === 0 ? 0 : a.bounds_ms[i - 1];
-      var text = i < a.bounds_ms.length ? unbroken(low) + " – " + unbroken(a.bounds_ms[i]) : "over " + unbroken(low);
+      // "under 5 s", "1 min – 2 min", "over 4 h": not "0 s – 5 s" nor "1.0 min – 2.0 min".
+      var text = i === 0 ? "under " + unbroken(a.bounds_ms[0])
+        : i < a.bounds_ms.length ? unbroken(low) + " – " + unbroken(a.bounds_ms[i]) : "over " + unbroken(low);
       var tr = el("tr"); tr.appendChild(el("th", { scope: "row" }, text));
       [[n, ""], [g.counts[i], " gave-up"]].forEach(function (pair) {
         tr.appendChild(el("td", {}, count(pair[0])));
@@ -262,7 +279,8 @@
     });
     var foot = el("tr"); foot.appendChild(el("th", { scope: "row" }, "median · p90 · p99"));
     [a, g].forEach(function (h) {
-      foot.appendChild(el("td", { colspan: "2" }, [h.p50_ms, h.p90_ms, h.p99_ms].map(seconds).join(" · ")));
+      // None yet: said so, not "– · – · –".
+      foot.appendChild(el("td", { colspan: "2" }, h.count > 0 ? [h.p50_ms, h.p90_ms, h.p99_ms].map(unbroken).join(" · ") : "none yet"));
     });
     body.appendChild(foot); table.appendChild(body);
     var e = analytics.estimate;
@@ -636,7 +654,7 @@
     document.getElementById("sim-status").textContent = s.running
       ? "Running, of " + s.visitors + ": " + counts + "; " + s.arriving + " asking for the page, " + s.not_started
         + " not started yet (200 run at once)."
-      : "Last run, of " + s.visitors + ": " + counts + "; median wait " + (s.wait_p50_s === null ? "–" : seconds(s.wait_p50_s * 1000)) + ".";
+      : "Last run, of " + s.visitors + ": " + counts + "; median wait " + (s.wait_p50_s === null ? UNKNOWN : seconds(s.wait_p50_s * 1000)) + ".";
     var list = clear(document.getElementById("sim-errors"));
     s.error_reasons.forEach(function (e) { list.appendChild(el("li", {}, e.count + " × " + e.reason)); });
   }

@@ -60,7 +60,7 @@
         for (idx = d.length - 1; idx >= 0 && (d[idx] === null || d[idx] === undefined); idx--);
         v = idx >= 0 ? d[idx] : null;
       }
-      if (v === null || v === undefined) return "–";
+      if (v === null || v === undefined) return "\u2014";  // unknown, as the console says it
       if (unit === null) return new Date(v * 1000).toLocaleTimeString();
       // Exact, with the reader's grouping of digits ("120,006", "7,199,980.1 s").
       return (Number.isInteger(v) ? v : Math.round(v * 10) / 10).toLocaleString() + unit;
