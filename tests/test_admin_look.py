@@ -94,3 +94,34 @@ def test_durations_read_as_the_console_says_them(redis_url: str, browser: Any) -
         # Nobody gave up: none yet, not three dashes.
         foot = page.locator("#waits tbody tr").last.locator("td").all_text_contents()
         assert foot[1] == "none yet", foot
+
+
+def test_an_empty_log_is_a_sentence_and_each_heading_sits_over_its_figures(
+    redis_url: str, browser: Any
+) -> None:
+    """An empty activity log read "1. no changes yet", numbered as an
+    entry; the status column's heading sat at the right over a select at
+    the left, and "target p95 (ms)" broke into three lines."""
+
+    async def a_room(store: Store) -> None:
+        await store.enter(ROOM, "visitor")
+
+    in_redis(redis_url, a_room)
+    with signed_in(browser, Store(connect(redis_url, 5.0))) as (page, _):
+        page.wait_for_selector("tr[data-room=sale]")
+        page.wait_for_selector("#activity li.empty")
+        assert page.text_content("#activity") == "No changes yet."
+        assert page.evaluate(STYLE, "#activity")["listStyle"] == "none"
+        for column in (2, 12):  # the status (a select) and the health (words): from the left
+            assert page.evaluate(STYLE, f"#rooms-table thead th:nth-child({column})")["align"] == "left"
+        target = page.locator("#rooms-table thead th:nth-child(11)")
+        lines = target.evaluate(
+            "e => { const s = getComputedStyle(e);"
+            " const pad = parseFloat(s.paddingTop) + parseFloat(s.paddingBottom);"
+            " return Math.round((e.clientHeight - pad) / parseFloat(s.lineHeight)); }"
+        )
+        assert lines <= 2, lines
+        # The table still fits a 1280 px screen, its Apply in sight.
+        assert page.evaluate(
+            "document.querySelector('.wide').scrollWidth <= document.querySelector('.wide').clientWidth"
+        )

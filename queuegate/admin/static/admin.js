@@ -455,7 +455,8 @@
   }
   function activityList(node, entries) {
     clear(node);
-    if (!entries.length) node.appendChild(el("li", { "class": "note" }, "no changes yet"));
+    // Nothing logged: a sentence, not an entry numbered "1.".
+    if (!entries.length) node.appendChild(el("li", { "class": "note empty" }, "No changes yet."));
     entries.forEach(function (a) {
       var details = changeTexts(a.details);
       // null: an entry of no one room (a run of virtual visitors).
