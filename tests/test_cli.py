@@ -127,7 +127,7 @@ async def test_list_and_show(busy_room: str) -> None:
     assert re.search(r"^ +rate +2 visitors every 1 min$", text, re.MULTILINE)
     # Straight in is a wait of 0: no percentile is longer than the longest wait.
     assert "waits of those admitted: 2 (p50 0 ms, p90 0 ms, p99 0 ms, max 0 ms)" in text
-    assert "waits of those who gave up: 0" in text
+    assert "waits of those who gave up: none yet" in text
     # Newcomers the client limit turned away (none here), beside the totals.
     assert re.search(r"^ +refused a place +0 times \(client limit\)$", text, re.MULTILINE)
     assert shown["limited"] == 0
@@ -934,3 +934,20 @@ async def test_activity_says_who_changed_what_and_when(busy_room: str, store: St
     wrong = cli("activity", "Sale", url=busy_room)
     assert wrong.returncode == 1
     assert "(did you mean 'sale'? rooms there: sale)" in wrong.stderr
+
+
+@pytest.mark.anyio
+async def test_who_is_in_the_room_fits_a_narrow_terminal_with_each_time_whole(busy_room: str) -> None:
+    """On 80 columns `show`'s visitors wrapped a session's end mid-duration,
+    "(in 9 min" over "1 s)": narrower than a visitor's line, the end goes
+    under its visitor, whole; wide enough, on the same line, as piped."""
+    until = r"until (\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d UTC \(in \d+ (min|s)( \d+ s)?\)"
+    narrow = on_a_terminal(64, "show", "sale", url=busy_room)
+    who = re.sub(r"\x1b\[[0-9;]*m", "", narrow).split("Who\n", 1)[1].splitlines()
+    assert all(len(line) <= 64 for line in who), who
+    ends = [line.strip() for line in who if "until" in line]
+    assert len(ends) == 2, who
+    assert all(re.fullmatch(until, end) for end in ends), who
+    wide = re.sub(r"\x1b\[[0-9;]*m", "", on_a_terminal(120, "show", "sale", url=busy_room))
+    assert len(re.findall(r"^ +1 +\S+ \(#\d+\) +\S+, " + until + " *$", wide, re.MULTILINE)) == 1, wide
+    assert "waits of those who gave up: none yet" in wide

@@ -338,10 +338,16 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
     totals.add_row("refused a place", f"{count(stats['limited'], 'time')} (client limit)")
     settings = _sourced(_settings_rows, stats)
     controller = _sourced(_controller_rows, stats)
+    # None yet: said so, not "(p50 —, p90 —, p99 —, max —)".
     waits = [
-        f"waits of those {'admitted' if kind == 'admitted' else 'who gave up'}: {values['count']:,} ("
-        + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99", "max"))
-        + ")"
+        f"waits of those {'admitted' if kind == 'admitted' else 'who gave up'}: "
+        + (
+            f"{values['count']:,} ("
+            + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99", "max"))
+            + ")"
+            if values["count"]
+            else "none yet"
+        )
         for kind, values in figures["waits"].items()
     ]
     estimate = figures["estimate"]
@@ -371,23 +377,31 @@ def _heading(text: str) -> Text:
 
 
 def _who(visitors: dict[str, list[tuple[str, int]]], now: int, stats: dict[str, Any]) -> RenderableType:
-    table = _table()
-    table.add_column("", justify="right")
-    table.add_column("waiting (arrival number)")
-    table.add_column("active (session ends)")
     rows = max(len(visitors["waiting"]), len(visitors["active"]))
     if not rows:
         return Text("nobody waiting, nobody active")
-    for i in range(rows):
-        waiting = visitors["waiting"][i] if i < len(visitors["waiting"]) else None
-        active = visitors["active"][i] if i < len(visitors["active"]) else None
-        table.add_row(
-            str(i + 1),
-            "" if waiting is None else f"{waiting[0]} (#{waiting[1]:,})",
-            "" if active is None else f"{active[0]}, until {clock(active[1], now)}",
-        )
-    # The list is the first few (--visitors): how many it leaves out.
-    more = [stats[kind] - len(visitors[kind]) for kind in ("waiting", "active")]
-    if any(more):
-        table.add_row("", *(f"and {n:,} more" if n > 0 else "" for n in more))
-    return table
+
+    def table(split: bool) -> Table:
+        # Split: a session's end under its visitor, whole; on 80 columns the
+        # end wrapped mid-duration, "(in 9 min" over "1 s)".
+        made = _table()
+        made.add_column("", justify="right")
+        made.add_column("waiting (arrival number)", no_wrap=True)
+        made.add_column("active (session ends)", no_wrap=True)
+        for i in range(rows):
+            waiting = visitors["waiting"][i] if i < len(visitors["waiting"]) else None
+            active = visitors["active"][i] if i < len(visitors["active"]) else None
+            made.add_row(
+                str(i + 1),
+                "" if waiting is None else f"{waiting[0]} (#{waiting[1]:,})",
+                ""
+                if active is None
+                else f"{active[0]},{chr(10) if split else ' '}until {clock(active[1], now)}",
+            )
+        # The list is the first few (--visitors): how many it leaves out.
+        more = [stats[kind] - len(visitors[kind]) for kind in ("waiting", "active")]
+        if any(more):
+            made.add_row("", *(f"and {n:,} more" if n > 0 else "" for n in more))
+        return made
+
+    return Fitted((table(False), None), (table(True), None))
