@@ -951,3 +951,17 @@ async def test_who_is_in_the_room_fits_a_narrow_terminal_with_each_time_whole(bu
     wide = re.sub(r"\x1b\[[0-9;]*m", "", on_a_terminal(120, "show", "sale", url=busy_room))
     assert len(re.findall(r"^ +1 +\S+ \(#\d+\) +\S+, " + until + " *$", wide, re.MULTILINE)) == 1, wide
     assert "waits of those who gave up: none yet" in wide
+
+
+def test_every_argument_of_every_command_says_what_it_is() -> None:
+    """`show --help` listed "room" under its positional arguments with
+    nothing beside it; so did set, release, remove, drain, forget, seed."""
+    parser = _parser()
+    for name, command in parser.commands.items():  # type: ignore[attr-defined]
+        for action in command._actions:
+            if not action.option_strings and not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"queuegate {name} {action.dest}: no help"
+    assert (
+        "room               the room's name, as queuegate list shows it"
+        in cli("show", "--help", url=None).stdout
+    )

@@ -20,6 +20,8 @@ from ..readings import ACTIVITY_KEEP
 T = TypeVar("T")
 WATCH_EVERY = 2.0  # seconds between two views of --watch
 URL = "the Redis URL (--redis, QUEUEGATE_REDIS_URL)"  # as a wrong one's error names it
+# A room argument, as every command that takes one says it (it was bare: "room").
+ROOM_HELP = "the room's name, as queuegate list shows it"
 
 
 class CommandError(Exception):
@@ -222,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     _watch(listing)
 
     show = commands.add_parser("show", help="one room: numbers, settings, head of the line")
-    show.add_argument("room")
+    show.add_argument("room", help=ROOM_HELP)
     show.add_argument(
         "--visitors",
         type=_ranged(int, 0, 1000),
@@ -264,7 +266,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     change = commands.add_parser("set", help="change a room's run-time settings")
-    change.add_argument("room")
+    change.add_argument("room", help=ROOM_HELP)
     change.add_argument(
         "--rate", type=int, help="visitors admitted per interval (0: no limit; only beside a capacity)"
     )
@@ -325,17 +327,17 @@ def _parser() -> argparse.ArgumentParser:
         ("remove", "take a visitor out of the room, from the line or inside"),
     ):
         sub = commands.add_parser(name, help=text)
-        sub.add_argument("room")
-        sub.add_argument("visitor")
+        sub.add_argument("room", help=ROOM_HELP)
+        sub.add_argument("visitor", help="the visitor's id (queuegate show ROOM lists the first)")
 
     drain = commands.add_parser("drain", help="empty the line (active sessions run on)")
-    drain.add_argument("room")
+    drain.add_argument("room", help=ROOM_HELP)
     drain.add_argument("--yes", action="store_true", help="confirm: everyone waiting loses their place")
 
     forget = commands.add_parser(
         "forget", help="delete a room left behind (renamed, a test) and all Redis holds of it"
     )
-    forget.add_argument("room")
+    forget.add_argument("room", help=ROOM_HELP)
     forget.add_argument(
         "--yes",
         action="store_true",
@@ -343,7 +345,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     seed = commands.add_parser("seed", help="reveal the room's draw seed, to publish after the draw")
-    seed.add_argument("room")
+    seed.add_argument("room", help=ROOM_HELP)
     seed.add_argument(
         "--yes", action="store_true", help="confirm: whoever sees the seed can predict the room's draws"
     )
