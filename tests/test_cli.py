@@ -25,6 +25,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from queuegate import Health, Room, Store
+from queuegate.cli.activity import change_texts
 from queuegate.cli.commands import _set
 from queuegate.cli.parser import Parser, _parser
 from queuegate.cli.session import opened
@@ -934,6 +935,17 @@ async def test_activity_says_who_changed_what_and_when(busy_room: str, store: St
     wrong = cli("activity", "Sale", url=busy_room)
     assert wrong.returncode == 1
     assert "(did you mean 'sale'? rooms there: sale)" in wrong.stderr
+
+
+def test_a_change_of_seconds_reads_as_the_back_office_says_it() -> None:
+    """`queuegate activity` said "per 10.0, abandon 90.0" where the back
+    office's list said "per 10, abandon 90" for the same entry."""
+    assert change_texts({"per": 10.0, "abandon": 90.5, "rate": 3, "status": "paused"}) == [
+        "per 10",
+        "abandon 90.5",
+        "rate 3",
+        'status "paused"',
+    ]
 
 
 @pytest.mark.anyio

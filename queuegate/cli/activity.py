@@ -24,7 +24,10 @@ def change_texts(details: dict[str, Any]) -> list[str]:
         elif value is None:
             said.append("pinned off (back to the controller)")
         else:
-            said.append(f"{name} {json.dumps(value)}")
+            # A whole number of seconds as the back office's list says it:
+            # "per 10", not "per 10.0".
+            whole = isinstance(value, float) and value.is_integer()
+            said.append(f"{name} {json.dumps(int(value) if whole else value)}")
     if len(reset) == 1:
         said.append(f"{reset[0]} reset to the code's value")
     elif reset:
