@@ -101,7 +101,8 @@ def test_an_empty_log_is_a_sentence_and_each_heading_sits_over_its_figures(
 ) -> None:
     """An empty activity log read "1. no changes yet", numbered as an
     entry; the status column's heading sat at the right over a select at
-    the left, and "target p95 (ms)" broke into three lines."""
+    the left, "target p95 (ms)" broke into three lines and "wait at the
+    back" into four."""
 
     async def a_room(store: Store) -> None:
         await store.enter(ROOM, "visitor")
@@ -114,13 +115,13 @@ def test_an_empty_log_is_a_sentence_and_each_heading_sits_over_its_figures(
         assert page.evaluate(STYLE, "#activity")["listStyle"] == "none"
         for column in (2, 12):  # the status (a select) and the health (words): from the left
             assert page.evaluate(STYLE, f"#rooms-table thead th:nth-child({column})")["align"] == "left"
-        target = page.locator("#rooms-table thead th:nth-child(11)")
-        lines = target.evaluate(
-            "e => { const s = getComputedStyle(e);"
+        lines = page.evaluate(
+            "() => [...document.querySelectorAll('#rooms-table thead th')].map(e => {"
+            " const s = getComputedStyle(e);"
             " const pad = parseFloat(s.paddingTop) + parseFloat(s.paddingBottom);"
-            " return Math.round((e.clientHeight - pad) / parseFloat(s.lineHeight)); }"
+            " return Math.round((e.clientHeight - pad) / parseFloat(s.lineHeight)); })"
         )
-        assert lines <= 2, lines
+        assert max(lines) <= 2, lines
         # The table still fits a 1280 px screen, its Apply in sight.
         assert page.evaluate(
             "document.querySelector('.wide').scrollWidth <= document.querySelector('.wide').clientWidth"
