@@ -951,8 +951,10 @@ def test_a_change_of_seconds_reads_as_the_back_office_says_it() -> None:
 @pytest.mark.anyio
 async def test_who_is_in_the_room_fits_a_narrow_terminal_with_each_time_whole(busy_room: str) -> None:
     """On 80 columns `show`'s visitors wrapped a session's end mid-duration,
-    "(in 9 min" over "1 s)": narrower than a visitor's line, the end goes
-    under its visitor, whole; wide enough, on the same line, as piped."""
+    "(in 9 min" over "1 s)", and its waits "max 1 min" over "3 s": narrower
+    than a visitor's line, the end goes under its visitor, whole, and the
+    waits' figures under their kind; wide enough, on the same line, as
+    piped."""
     until = r"until (\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d UTC \(in \d+ (min|s)( \d+ s)?\)"
     narrow = on_a_terminal(64, "show", "sale", url=busy_room)
     who = re.sub(r"\x1b\[[0-9;]*m", "", narrow).split("Who\n", 1)[1].splitlines()
@@ -960,6 +962,13 @@ async def test_who_is_in_the_room_fits_a_narrow_terminal_with_each_time_whole(bu
     ends = [line.strip() for line in who if "until" in line]
     assert len(ends) == 2, who
     assert all(re.fullmatch(until, end) for end in ends), who
+    # The waits too: each kind's figures on a line of their own, whole.
+    waits = re.sub(r"\x1b\[[0-9;]*m", "", narrow).split("Waits\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert all(len(line) <= 64 for line in waits), waits
+    assert [line.rstrip() for line in waits[:2]] == [
+        "  waits of those admitted: 2",
+        "    p50 0 ms, p90 0 ms, p99 0 ms, max 0 ms",
+    ], waits
     wide = re.sub(r"\x1b\[[0-9;]*m", "", on_a_terminal(120, "show", "sale", url=busy_room))
     assert len(re.findall(r"^ +1 +\S+ \(#\d+\) +\S+, " + until + " *$", wide, re.MULTILINE)) == 1, wide
     assert "waits of those who gave up: none yet" in wide

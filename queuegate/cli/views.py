@@ -338,22 +338,25 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
     totals.add_row("refused a place", f"{count(stats['limited'], 'time')} (client limit)")
     settings = _sourced(_settings_rows, stats)
     controller = _sourced(_controller_rows, stats)
-    # None yet: said so, not "(p50 —, p90 —, p99 —, max —)".
-    waits = [
-        f"waits of those {'admitted' if kind == 'admitted' else 'who gave up'}: "
-        + (
-            f"{values['count']:,} ("
-            + ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99", "max"))
-            + ")"
-            if values["count"]
-            else "none yet"
-        )
-        for kind, values in figures["waits"].items()
-    ]
+    # None yet: said so, not "(p50 —, p90 —, p99 —, max —)". Each kind's
+    # figures on a line of their own where the line does not fit: on 80
+    # columns "max 1 min" wrapped over "3 s".
+    whole, split = [], []
+    for kind, values in figures["waits"].items():
+        head = f"waits of those {'admitted' if kind == 'admitted' else 'who gave up'}: "
+        if not values["count"]:
+            whole.append(head + "none yet")
+            split.append(head + "none yet")
+            continue
+        quantiles = ", ".join(f"{q} {milliseconds(values[q + '_ms'])}" for q in ("p50", "p90", "p99", "max"))
+        whole.append(f"{head}{values['count']:,} ({quantiles})")
+        split.append(f"{head}{values['count']:,}\n  {quantiles}")
     estimate = figures["estimate"]
-    waits.append(
-        f"estimates within 20 % of the real wait: {percent(estimate['share'])} of "
-        + count(estimate["checked"], "estimate")
+    accuracy = f"estimates within 20 % of the real wait: {percent(estimate['share'])} of " + count(
+        estimate["checked"], "estimate"
+    )
+    waits = Fitted(
+        (Text("\n".join([*whole, accuracy]), no_wrap=True), None), (Text("\n".join([*split, accuracy])), None)
     )
     parts: list[RenderableType] = [
         title,
@@ -361,7 +364,7 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
         _heading("Since the room was made"), _indent(totals),
         _heading("Settings"), _indent(settings),
         _heading("Admission controller"), _indent(controller),
-        _heading("Waits"), _indent(Text("\n".join(waits))),
+        _heading("Waits"), _indent(waits),
     ]  # fmt: skip
     if args.visitors:
         parts += [_heading("Who"), _indent(_who(visitors, now, stats))]
