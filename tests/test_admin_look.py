@@ -126,3 +126,27 @@ def test_an_empty_log_is_a_sentence_and_each_heading_sits_over_its_figures(
         assert page.evaluate(
             "document.querySelector('.wide').scrollWidth <= document.querySelector('.wide').clientWidth"
         )
+
+
+def test_the_settings_are_labelled_in_the_consoles_words(redis_url: str, browser: Any) -> None:
+    """The form said "most active at once (0 = none)", which reads as
+    nobody where 0 is no limit, and "silent this long: skipped (s)",
+    "unused this long: forgotten": `queuegate set --help`'s words now."""
+
+    async def a_room(store: Store) -> None:
+        await store.enter(ROOM, "visitor")
+
+    in_redis(redis_url, a_room)
+    with signed_in(browser, Store(connect(redis_url, 5.0))) as (page, _):
+        page.locator("tr[data-room=sale] button", has_text="sale").click()
+        page.wait_for_selector("label[for=set-capacity]")
+        label = {
+            name: page.text_content(f"label[for=set-{name}]") or ""
+            for name in ("capacity", "abandon", "forget")
+        }
+        assert label["capacity"] == "most active sessions (0 = no limit)", label
+        assert label["abandon"] == "skip waiting visitors silent for (s)", label
+        assert label["forget"] == "expire the room unused for (s, 0 = never)", label
+        texts = " ".join(page.locator("#settings label").all_text_contents())
+        assert ": skipped" not in texts
+        assert ": forgotten" not in texts

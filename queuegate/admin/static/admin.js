@@ -310,15 +310,18 @@
     clear(form);
     // Every run-time setting, with the bounds the API checks (checks.py):
     // [name, kind, label, extra attributes of its field].
+    // In the words of `queuegate set --help` ("capacity (0 = none)" read as
+    // "nobody", where 0 is no limit; "silent this long: skipped (s)" as a
+    // note to oneself).
     var fields = [
-      ["rate", "number", "visitors per interval (0 = no limit: needs a capacity)"], ["per", "seconds", "interval (s)", { min: "0.001" }],
-      ["capacity", "number", "most active at once (0 = none)"], ["session", "seconds", "session (s)", { min: "0.001" }],
+      ["rate", "number", "visitors admitted per interval (0 = no limit, beside a capacity)"], ["per", "seconds", "interval (s)", { min: "0.001" }],
+      ["capacity", "number", "most active sessions (0 = no limit)"], ["session", "seconds", "session length (s)", { min: "0.001" }],
       ["sliding", "bool", "each request renews the session"],
-      ["abandon", "seconds", "silent this long: skipped (s)"], ["status", STATUSES, "status"], ["method", METHODS, "order"],
-      ["max_step", "number", "most moved from the line per call", { min: "1" }],
-      ["opens_at", "datetime", "opens at (your time zone)"], ["challenge", "number", "proof of work (0 = none)", { max: "10000000" }],
-      ["client_limit", "number", "places a client may take a minute"],
-      ["forget", "seconds", "unused this long: forgotten (s, 0 = never)"],
+      ["abandon", "seconds", "skip waiting visitors silent for (s)"], ["status", STATUSES, "status"], ["method", METHODS, "order"],
+      ["max_step", "number", "most visitors moved per call", { min: "1" }],
+      ["opens_at", "datetime", "opens at (your time zone)"], ["challenge", "number", "proof of work: largest number to try (0 = none)", { max: "10000000" }],
+      ["client_limit", "number", "new places per client a minute"],
+      ["forget", "seconds", "expire the room unused for (s, 0 = never)"],
       ["target_ms", "number", "health target p95 (ms, 0 = off)"],
       ["max_errors", "share", "errors tolerated (share)", { max: "1" }], ["floor", "number", "controller's floor", { min: "1" }],
       ["ceiling", "number", "controller's ceiling (0 = none)"], ["settle", "seconds", "controller's settle time (s)", { min: "0.001" }]];
