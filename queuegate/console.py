@@ -52,10 +52,13 @@ def show(renderable: RenderableType, file: IO[str] | None = None) -> None:
 
 
 def duration(seconds: float | None) -> str:
-    """'250 ms', '2.5 s', '42 s', '3 min 20 s', '1 h 5 min', '2 d 3 h'; '—'
-    for unknown (``None``, negative)."""
+    """'250 ms', '2.5 s', '42 s', '3 min 20 s', '1 h 5 min', '2 d 3 h'; '0 s'
+    for none (not '0 ms', a measurement); '—' for unknown (``None``,
+    negative)."""
     if seconds is None or seconds < 0 or math.isnan(seconds):
         return UNKNOWN
+    if seconds == 0:
+        return "0 s"
     if seconds < 1:
         return f"{round(seconds * 1000)} ms"
     if seconds < 10 and round(seconds, 1) != round(seconds):

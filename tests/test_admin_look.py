@@ -81,6 +81,8 @@ def test_durations_read_as_the_console_says_them(redis_url: str, browser: Any) -
         back = page.locator("tr[data-room=sale] td:nth-child(6)")
         assert back.get_attribute("data-label") == "wait at the back"
         assert re.fullmatch(DURATION, back.text_content() or ""), back.text_content()
+        # The first went straight in: a median wait of none, "0 s", not "0 ms".
+        assert page.text_content("tr[data-room=sale] td:nth-child(7)") == "0 s"
 
         page.locator("tr[data-room=sale] button", has_text="sale").click()
         page.wait_for_selector("#waits tbody tr")

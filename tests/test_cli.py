@@ -31,6 +31,7 @@ from queuegate.cli.parser import Parser, _parser
 from queuegate.cli.session import opened
 from queuegate.cli.views import _list
 from queuegate.connections import redacted
+from queuegate.console import UNKNOWN, duration
 from queuegate.embedded import free_port
 from queuegate.health import BOUNDS_MS
 from queuegate.store import connect
@@ -127,7 +128,7 @@ async def test_list_and_show(busy_room: str) -> None:
     text = cli("show", "sale", url=busy_room).stdout
     assert re.search(r"^ +rate +2 visitors every 1 min$", text, re.MULTILINE)
     # Straight in is a wait of 0: no percentile is longer than the longest wait.
-    assert "waits of those admitted: 2 (p50 0 ms, p90 0 ms, p99 0 ms, max 0 ms)" in text
+    assert "waits of those admitted: 2 (p50 0 s, p90 0 s, p99 0 s, max 0 s)" in text
     assert "waits of those who gave up: none yet" in text
     # Newcomers the client limit turned away (none here), beside the totals.
     assert re.search(r"^ +refused a place +0 times \(client limit\)$", text, re.MULTILINE)
@@ -967,7 +968,7 @@ async def test_who_is_in_the_room_fits_a_narrow_terminal_with_each_time_whole(bu
     assert all(len(line) <= 64 for line in waits), waits
     assert [line.rstrip() for line in waits[:2]] == [
         "  waits of those admitted: 2",
-        "    p50 0 ms, p90 0 ms, p99 0 ms, max 0 ms",
+        "    p50 0 s, p90 0 s, p99 0 s, max 0 s",
     ], waits
     wide = re.sub(r"\x1b\[[0-9;]*m", "", on_a_terminal(120, "show", "sale", url=busy_room))
     assert len(re.findall(r"^ +1 +\S+ \(#\d+\) +\S+, " + until + " *$", wide, re.MULTILINE)) == 1, wide
@@ -986,3 +987,10 @@ def test_every_argument_of_every_command_says_what_it_is() -> None:
         "room               the room's name, as queuegate list shows it"
         in cli("show", "--help", url=None).stdout
     )
+
+
+def test_a_duration_reads_as_people_say_it() -> None:
+    """A room with nobody waiting had a wait at the back of "0 ms", as if
+    measured to the millisecond: none is "0 s"."""
+    said = [duration(s) for s in (0, 0.25, 2.5, 42, 142, 3900, 183_600, None, -1)]
+    assert said == ["0 s", "250 ms", "2.5 s", "42 s", "2 min 22 s", "1 h 5 min", "2 d 3 h", UNKNOWN, UNKNOWN]

@@ -50,10 +50,11 @@
   var UNKNOWN = "\u2014";
   var SPOKEN = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]];
   // A duration in ms as the console says it (queuegate.console.duration):
-  // "250 ms", "2.5 s", "42 s", "2 min 22 s", "1 h 5 min"; the page said
+  // "250 ms", "2.5 s", "42 s", "2 min 22 s", "1 h 5 min", "0 s"; the page said
   // "2.2 min" where `queuegate list` said "2 min 12 s" for the same wait.
   function seconds(ms) {
     if (ms === null || ms === undefined || ms < 0 || isNaN(ms)) return UNKNOWN;
+    if (ms === 0) return "0 s";  // none, not a measurement ("0 ms")
     if (ms < 1000) return Math.round(ms) + " ms";
     var tenths = Math.round(ms / 100) / 10;
     if (tenths < 10 && tenths !== Math.round(tenths)) return tenths.toFixed(1) + " s";
