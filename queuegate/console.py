@@ -55,15 +55,29 @@ def duration(seconds: float | None) -> str:
     """'250 ms', '2.5 s', '42 s', '3 min 20 s', '1 h 5 min', '2 d 3 h'; '0 s'
     for none (not '0 ms', a measurement); '—' for unknown (``None``,
     negative)."""
-    if seconds is None or seconds < 0 or math.isnan(seconds):
+    return milliseconds(None if seconds is None or seconds < 0 else seconds * 1000)
+
+
+def _nearest(x: float) -> int:
+    # Halves up, as the back office's Math.round (Python's round() takes
+    # them to even: 142.5 s was "2 min 22 s" here and "2 min 23 s" there).
+    return math.floor(x + 0.5)
+
+
+def milliseconds(ms: float | None) -> str:
+    """A duration given in ms (-1 or ``None``: unknown), as ``duration``
+    says it. Step for step the back office's ``seconds`` (admin.js), so
+    that both say the same for the same reading."""
+    if ms is None or ms < 0 or math.isnan(ms):
         return UNKNOWN
-    if seconds == 0:
+    if ms == 0:
         return "0 s"
-    if seconds < 1:
-        return f"{round(seconds * 1000)} ms"
-    if seconds < 10 and round(seconds, 1) != round(seconds):
-        return f"{seconds:.1f} s"
-    total = round(seconds)
+    if _nearest(ms) < 1000:
+        return f"{_nearest(ms)} ms"
+    tenths = _nearest(ms / 100) / 10
+    if tenths < 10 and tenths != _nearest(tenths):
+        return f"{tenths:.1f} s"
+    total = _nearest(ms / 1000)
     parts: list[tuple[int, str]] = []
     for size, unit in UNITS:
         amount, total = divmod(total, size)
@@ -71,11 +85,6 @@ def duration(seconds: float | None) -> str:
             parts.append((amount, unit))
     # The two largest units people care about; "1 h", not "1 h 0 min".
     return " ".join(f"{amount} {unit}" for amount, unit in parts[:2] if amount)
-
-
-def milliseconds(ms: float | None) -> str:
-    """A duration given in ms (-1 or ``None``: unknown)."""
-    return duration(None if ms is None or ms < 0 else ms / 1000)
 
 
 def clock(epoch_ms: int, now_ms: int | None = None) -> str:

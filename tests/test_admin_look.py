@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from pathlib import Path
 from typing import Any
 
+import queuegate
 from queuegate import Room, Store
 from queuegate.analytics import WAIT_BOUNDS_MS
 from queuegate.console import milliseconds
@@ -88,7 +90,7 @@ def test_durations_read_as_the_console_says_them(redis_url: str, browser: Any) -
         page.wait_for_selector("#waits tbody tr")
         rows = [text.replace("\xa0", " ") for text in page.locator("#waits tbody th").all_text_contents()]
         bounds = [milliseconds(ms) for ms in WAIT_BOUNDS_MS]
-        expected = [f"under {bounds[0]}"]
+        expected = [f"up to {bounds[0]}"]
         expected += [f"{low} {DASH} {high}" for low, high in itertools.pairwise(bounds)]
         expected += [f"over {bounds[-1]}", "median · p90 · p99"]
         assert rows == expected, rows
@@ -152,3 +154,23 @@ def test_the_settings_are_labelled_in_the_consoles_words(redis_url: str, browser
         texts = " ".join(page.locator("#settings label").all_text_contents())
         assert ": skipped" not in texts
         assert ": forgotten" not in texts
+
+
+def test_the_page_says_a_duration_as_the_console_does(browser: Any) -> None:
+    """The rule is written twice, in Python for the console and in the
+    page's script: the page's ``seconds`` (its own text, run in Chromium)
+    says what ``queuegate.console.milliseconds`` says for every reading,
+    halves and the edges of each unit included. (Python's round() took
+    halves to even: 142.5 s was "2 min 22 s" in the console and "2 min
+    23 s" on the page; 999.6 ms was "1000 ms" in both.)"""
+    script = (Path(queuegate.__file__).parent / "admin" / "static" / "admin.js").read_text()
+    rule = script[script.index("  var UNKNOWN") : script.index('  // "1 min 30 s" on one line')]
+    readings = [0, 0.4, 0.5, 1, 249.5, 999.4, 999.5, 999.6, 1000, 1049, 1050, 1949, 1950, 9949, 9950, 9999,
+                10_000, 30_500, 59_499, 59_500, 142_500, 3_599_500, 3_600_000, 3_659_000, 86_399_500,
+                90_061_000, 1e15, -1, None]  # fmt: skip
+    page = browser.new_page()
+    try:
+        said = page.evaluate("(readings) => {" + rule + "; return readings.map(seconds); }", readings)
+    finally:
+        page.close()
+    assert said == [milliseconds(ms) for ms in readings], list(zip(readings, said, strict=True))

@@ -384,22 +384,23 @@ def _who(visitors: dict[str, list[tuple[str, int]]], now: int, stats: dict[str, 
     if not rows:
         return Text("nobody waiting, nobody active")
 
-    def table(split: bool) -> Table:
+    def table(split: bool, wrap: bool = False) -> Table:
         # Split: a session's end under its visitor, whole; on 80 columns the
-        # end wrapped mid-duration, "(in 9 min" over "1 s)".
+        # end wrapped mid-duration, "(in 9 min" over "1 s)". Where even that
+        # is too wide, the split table wraps (unwrapped, rich dropped the
+        # row numbers and cut the ids and ends with "…").
         made = _table()
         made.add_column("", justify="right")
-        made.add_column("waiting (arrival number)", no_wrap=True)
-        made.add_column("active (session ends)", no_wrap=True)
+        made.add_column("waiting (arrival number)", no_wrap=not wrap)
+        made.add_column("active (session ends)", no_wrap=not wrap)
+        between = "\n" if split else " "
         for i in range(rows):
             waiting = visitors["waiting"][i] if i < len(visitors["waiting"]) else None
             active = visitors["active"][i] if i < len(visitors["active"]) else None
             made.add_row(
                 str(i + 1),
                 "" if waiting is None else f"{waiting[0]} (#{waiting[1]:,})",
-                ""
-                if active is None
-                else f"{active[0]},{chr(10) if split else ' '}until {clock(active[1], now)}",
+                "" if active is None else f"{active[0]},{between}until {clock(active[1], now)}",
             )
         # The list is the first few (--visitors): how many it leaves out.
         more = [stats[kind] - len(visitors[kind]) for kind in ("waiting", "active")]
@@ -407,4 +408,14 @@ def _who(visitors: dict[str, list[tuple[str, int]]], now: int, stats: dict[str, 
             made.add_row("", *(f"and {n:,} more" if n > 0 else "" for n in more))
         return made
 
-    return Fitted((table(False), None), (table(True), None))
+    # The split table's width is its cells' (headers wrap; rich's measure
+    # of it counted them whole and gave up a table that fits).
+    cells = [
+        [str(rows)],
+        [f"{v} (#{n:,})" for v, n in visitors["waiting"]],
+        [line for v, at in visitors["active"] for line in (f"{v},", f"until {clock(at, now)}")],
+    ]
+    for column, kind in zip(cells[1:], ("waiting", "active"), strict=True):
+        column.append(f"and {stats[kind] - len(visitors[kind]):,} more")
+    split = sum(max(map(len, column), default=0) for column in cells) + 3 * (len(cells) - 1)
+    return Fitted((table(False), None), (table(True), split), (table(True, wrap=True), None))

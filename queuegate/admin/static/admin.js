@@ -55,7 +55,7 @@
   function seconds(ms) {
     if (ms === null || ms === undefined || ms < 0 || isNaN(ms)) return UNKNOWN;
     if (ms === 0) return "0 s";  // none, not a measurement ("0 ms")
-    if (ms < 1000) return Math.round(ms) + " ms";
+    if (Math.round(ms) < 1000) return Math.round(ms) + " ms";  // 999.6 ms is "1 s", not "1000 ms"
     var tenths = Math.round(ms / 100) / 10;
     if (tenths < 10 && tenths !== Math.round(tenths)) return tenths.toFixed(1) + " s";
     var total = Math.round(ms / 1000), parts = [];
@@ -267,8 +267,9 @@
     var top = Math.max(1, Math.max.apply(null, a.counts.concat(g.counts)));
     a.counts.forEach(function (n, i) {
       var low = i === 0 ? 0 : a.bounds_ms[i - 1];
-      // "under 5 s", "1 min – 2 min", "over 4 h": not "0 s – 5 s" nor "1.0 min – 2.0 min".
-      var text = i === 0 ? "under " + unbroken(a.bounds_ms[0])
+      // "up to 5 s" (a wait of 5 s is in it: analytics.lua), "1 min – 2 min",
+      // "over 4 h": not "0 s – 5 s" nor "1.0 min – 2.0 min".
+      var text = i === 0 ? "up to " + unbroken(a.bounds_ms[0])
         : i < a.bounds_ms.length ? unbroken(low) + " – " + unbroken(a.bounds_ms[i]) : "over " + unbroken(low);
       var tr = el("tr"); tr.appendChild(el("th", { scope: "row" }, text));
       [[n, ""], [g.counts[i], " gave-up"]].forEach(function (pair) {
@@ -315,7 +316,7 @@
     // "nobody", where 0 is no limit; "silent this long: skipped (s)" as a
     // note to oneself).
     var fields = [
-      ["rate", "number", "visitors admitted per interval (0 = no limit, beside a capacity)"], ["per", "seconds", "interval (s)", { min: "0.001" }],
+      ["rate", "number", "visitors admitted per interval (0 = no limit; only beside a capacity)"], ["per", "seconds", "interval (s)", { min: "0.001" }],
       ["capacity", "number", "most active sessions (0 = no limit)"], ["session", "seconds", "session length (s)", { min: "0.001" }],
       ["sliding", "bool", "each request renews the session"],
       ["abandon", "seconds", "skip waiting visitors silent for (s)"], ["status", STATUSES, "status"], ["method", METHODS, "order"],
