@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sys
 from datetime import UTC, datetime
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console, RenderableType
 
@@ -101,6 +101,12 @@ def clock(epoch_ms: int, now_ms: int | None = None) -> str:
     if abs(off) < 1:
         return f"{text} (now)"
     return f"{text} (in {duration(off)})" if off > 0 else f"{text} ({duration(-off)} ago)"
+
+
+def plain(value: Any) -> Any:
+    """A whole number of seconds (or anything) as people write it: 10, not
+    10.0; other values as they are."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def count(number: int, one: str, many: str | None = None) -> str:

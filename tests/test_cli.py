@@ -558,7 +558,7 @@ async def test_forget_deletes_a_room_left_behind_once_confirmed_and_never_one_in
     # back, is named before anything goes.
     await store.configure("renamed", status="paused", session=90.0)
     unconfirmed = cli("forget", "renamed", url=busy_room)
-    lost = "set at run time, and lost: session 90.0, status paused; add --yes"
+    lost = "set at run time, and lost: session 90, status paused; add --yes"
     assert f"would be deleted; {lost}" in unconfirmed.stderr
     # A room in use, refused even with --yes, is said so before (a runbook's
     # trial: asked only for --yes, then refused).

@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import Any
 
-from ..console import clock
+from ..console import clock, plain
 from .session import Bounded, Output
 
 LONG = 120  # characters of a change's settings past which each goes on a line of its own
@@ -26,8 +26,7 @@ def change_texts(details: dict[str, Any]) -> list[str]:
         else:
             # A whole number of seconds as the back office's list says it:
             # "per 10", not "per 10.0".
-            whole = isinstance(value, float) and value.is_integer()
-            said.append(f"{name} {json.dumps(int(value) if whole else value)}")
+            said.append(f"{name} {json.dumps(plain(value))}")
     if len(reset) == 1:
         said.append(f"{reset[0]} reset to the code's value")
     elif reset:

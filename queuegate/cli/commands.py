@@ -9,7 +9,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..console import clock, count
+from ..console import clock, count, plain
 from ..risks import RISKS_UNKNOWN, risks
 from ..settings import ROOM_SETTINGS
 from ..stats import readable
@@ -168,7 +168,7 @@ async def _forget(ask: Bounded, args: argparse.Namespace) -> Output:
     if not args.yes:
         # What a forget would lose that the code will not give back.
         stats = await ask(ask.store.stats(room))
-        lost = ", ".join(f"{name} {readable(name, stats[name])}" for name in stats["run_time"])
+        lost = ", ".join(f"{name} {plain(readable(name, stats[name]))}" for name in stats["run_time"])
         # (A room in use is refused even with --yes: said now, not after.)
         waiting, active = stats["waiting"], stats["active"]
         in_use = (
