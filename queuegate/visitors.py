@@ -56,26 +56,22 @@ class Visitor:
     seen_ms: int = 0  # when the token says liveness was last recorded
 
 
-def _last_value(raw: bytes, name: bytes, value: bytes | None = None) -> bytes | None:
-    """The last value of cookie ``name`` in one Cookie header, else ``value``."""
+def _values(raw: bytes, name: bytes) -> list[bytes]:
+    """Every value of cookie ``name`` in one Cookie header, in order."""
+    values = []
     if name in raw:
         for pair in raw.split(b";"):
             key, equals, rest = pair.partition(b"=")
             if equals and key.strip() == name:
                 words = rest.split(None, 1)
-                value = words[0] if words else b""
-    return value
-
-
-def _values(raw: bytes, name: bytes) -> list[bytes]:
-    """Every value of cookie ``name`` in one Cookie header, in order."""
-    values = []
-    for pair in raw.split(b";"):
-        key, equals, rest = pair.partition(b"=")
-        if equals and key.strip() == name:
-            words = rest.split(None, 1)
-            values.append(words[0] if words else b"")
+                values.append(words[0] if words else b"")
     return values
+
+
+def _last_value(raw: bytes, name: bytes, value: bytes | None = None) -> bytes | None:
+    """The last value of cookie ``name`` in one Cookie header, else ``value``."""
+    values = _values(raw, name)
+    return values[-1] if values else value
 
 
 def cookie(scope: Scope, name: bytes) -> str | None:
@@ -227,16 +223,11 @@ class Visitors:
         # same name, junk a sibling site set) costs its visitor nothing:
         # read last, it took an admitted buyer's admission and a waiting
         # visitor's place (an auditor's raw requests).
-        value = _last_value(raw, room.cookie)
-        if value is None:
-            return None
-        found = self.tokens.verified(room.name, value.decode("latin-1"))
-        if found is None and raw.count(room.cookie) > 1:
-            for other in reversed(_values(raw, room.cookie)[:-1]):
-                found = self.tokens.verified(room.name, other.decode("latin-1"))
-                if found is not None:
-                    break
-        return found
+        for value in reversed(_values(raw, room.cookie)):
+            found = self.tokens.verified(room.name, value.decode("latin-1"))
+            if found is not None:
+                return found
+        return None
 
     def anonymous(self, room: Room, scope: Scope) -> Token | None:
         """The token of a request that :meth:`read` would take as nobody's
