@@ -167,6 +167,8 @@ class AutoPipeline:
         link = self._link
         if link is None or link.broken or not link.connected:
             return False
+        if not link.in_flight and _closed_by_server(link):
+            return False  # the write loop opens a new connection (_write)
         writer = getattr(link.connection, "_writer", None)  # redis-py's StreamWriter
         if writer is None:
             return False
@@ -207,6 +209,12 @@ class AutoPipeline:
             return
         futures = [future for _, future in batch]
         link = self._link
+        if link is not None and not link.broken and not link.in_flight and _closed_by_server(link):
+            # Redis closed it while it was idle (a restart): heard then, not
+            # by this batch's calls failing (one 503 per process after each
+            # restart, with Redis already answering again).
+            self._break(link, ConnectionError("Redis closed the connection"))
+            link = None
         try:
             if link is None or link.broken:
                 link = self._link = _Link(self._make_connection())
@@ -310,6 +318,13 @@ class AutoPipeline:
         for closing in list(self._closing):
             with contextlib.suppress(RedisError, OSError, asyncio.CancelledError):
                 await closing
+
+
+def _closed_by_server(link: _Link) -> bool:
+    """Whether the server ended the link's stream (its reader saw the end:
+    what the event loop heard while nothing was in flight)."""
+    reader = getattr(link.connection, "_reader", None)
+    return reader is not None and reader.at_eof()
 
 
 def _fail(futures: list[asyncio.Future[Any]], exc: BaseException) -> None:
