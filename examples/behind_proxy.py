@@ -2,7 +2,7 @@
 the public URL https://example.com/shop/checkout reaches the app as
 /checkout, and uvicorn is told the prefix:
 
-    uvicorn examples.behind_proxy:create_app --factory --root-path /shop \\
+    uvicorn examples.behind_proxy:create_app --factory --lifespan on --root-path /shop \\
         --proxy-headers --forwarded-allow-ips 10.0.0.0/8
 
 Room patterns are written as the app routes (``/checkout/*``, no prefix); the
@@ -10,8 +10,9 @@ waiting page's links carry the prefix, so they go back through the proxy.
 With ``trusted_proxies`` the per-client limit counts the real client from
 X-Forwarded-For.
 
-Needs uvicorn: ``pip install "queuegate[examples]"``. Its keys have a prefix
-of their own (``example-proxy``, or $QUEUEGATE_PREFIX).
+Needs uvicorn: ``pip install -e ".[examples]"`` in the clone (not from PyPI:
+that name there is not this project). Its keys have a prefix of their own
+(``example-proxy``, or $QUEUEGATE_PREFIX).
 """
 
 from __future__ import annotations

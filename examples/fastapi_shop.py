@@ -1,7 +1,8 @@
 """FastAPI behind queuegate: a room on a route (a dependency) and a room per
 event by path patterns (the middleware alone).
 
-Needs FastAPI and uvicorn: ``pip install "queuegate[examples]"``. Its keys
+Needs FastAPI and uvicorn: ``pip install -e ".[examples]"`` in the clone (not
+from PyPI: that name there is not this project). Its keys
 have a prefix of their own (``example-fastapi``, or $QUEUEGATE_PREFIX), so
 it shares a Redis with the other examples and the demo without sharing
 their rooms.
@@ -9,7 +10,7 @@ their rooms.
     export QUEUEGATE_REDIS_URL=redis://localhost:6379/0
     export QUEUEGATE_SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
     export QUEUEGATE_ADMIN_SECRET=choose-a-long-one    # the back office at /admin/
-    uvicorn examples.fastapi_shop:create_app --factory
+    uvicorn examples.fastapi_shop:create_app --factory --lifespan on
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def fastapi_shop(redis_url: str) -> Iterator[str]:
         QUEUEGATE_REDIS_URL=redis_url, QUEUEGATE_SECRET_KEY=SECRET, QUEUEGATE_ADMIN_SECRET="choose-a-long-one"
     )
     command = [sys.executable, "-m", "uvicorn", "examples.fastapi_shop:create_app", "--factory"]
-    command += ["--port", str(port), "--log-level", "warning"]
+    command += ["--lifespan", "on", "--port", str(port), "--log-level", "warning"]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/")
@@ -117,7 +117,7 @@ def behind_proxy(redis_url: str) -> Iterator[int]:
         "QUEUEGATE_SECRET_KEY": SECRET,
     }
     command = [sys.executable, "-m", "uvicorn", "examples.behind_proxy:create_app", "--factory"]
-    command += ["--root-path", "/shop", "--port", str(port), "--log-level", "warning"]
+    command += ["--lifespan", "on", "--root-path", "/shop", "--port", str(port), "--log-level", "warning"]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/")
@@ -183,4 +183,6 @@ async def test_each_example_keeps_its_rooms_apart_and_names_its_extra(redis_url:
     for needed in ('"fastapi>=', '"django>=', '"uvicorn[standard]>='):
         assert needed in extras.split("examples = [", 1)[1].split("]\n", 1)[0]
     for module in (fastapi_shop, asgi, behind_proxy):
-        assert 'pip install "queuegate[examples]"' in (module.__doc__ or "")
+        # From the clone: the bare name asks PyPI, where it is not this project.
+        assert 'pip install -e ".[examples]"`` in the clone' in " ".join((module.__doc__ or "").split())
+        assert "queuegate[examples]" not in (module.__doc__ or "")

@@ -1,11 +1,12 @@
 """The ASGI entry: Django's app behind QueueGate. The signed-in user (from
 Django's session cookie) holds one place per room across devices.
 
-Needs Django and uvicorn: ``pip install "queuegate[examples]"``, then
+Needs Django and uvicorn: ``pip install -e ".[examples]"`` in the clone (not
+from PyPI: that name there is not this project), then
 
     export QUEUEGATE_REDIS_URL=redis://localhost:6379/0
     export QUEUEGATE_SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
-    uvicorn examples.django_site.asgi:application
+    uvicorn examples.django_site.asgi:application --lifespan on
 
 Its keys have a prefix of their own (``example-django``, or $QUEUEGATE_PREFIX).
 """
