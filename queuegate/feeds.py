@@ -26,7 +26,10 @@ them). Where pushes cannot say where everyone stands (a subscription lost
 and made again, a shuffle at a scheduled opening, a room whose data was
 lost) the room's streams *resync*: their visitors' ranks read together,
 ``MAX_BATCH`` a call (places.lua). The same call, every sixth of
-``abandon``, records their liveness, so none counts as silent. Without a
+``abandon``, records their liveness, so none counts as silent. A
+subscription lost asks for a resync too: one that finds Redis away tells
+the room's streams ``unavailable`` (once: they keep their place), and the
+first that finds it back sends each its place again. Without a
 subscription (a Redis Cluster, Redis away) each stream asks at its poll
 interval: polling, never silence.
 """
@@ -103,6 +106,7 @@ class Feed:
     resync_due: asyncio.Event = field(default_factory=asyncio.Event)
     resynced_at: float = 0.0  # time.monotonic() of the last resync
     resync_later: asyncio.TimerHandle | None = None
+    unavailable: bool = False  # the last resync found Redis away; its streams were told
 
     def resync_soon(self) -> None:
         """A resync, RESYNC_GAP after the last at the soonest."""
@@ -142,7 +146,8 @@ class Feeds:
         self._feeds: dict[str, Feed] = {}
         self._reads = asyncio.Semaphore(MAX_READS)
         invalidations.on_moved.append(self._pushed)
-        invalidations.on_subscribed.append(self._subscribed)
+        invalidations.on_subscribed.append(self._resync_all)
+        invalidations.on_unsubscribed.append(self._resync_all)
         self.reads = 0  # places read from Redis by one stream
         self.resyncs = 0  # resync calls (many streams each)
         self.pushes = 0  # pushes applied to a room with streams
@@ -251,8 +256,10 @@ class Feeds:
             if feed.checking is not None:
                 feed.checking.cancel()
 
-    def _subscribed(self) -> None:
-        """A new subscription: pushes before it went unheard."""
+    def _resync_all(self) -> None:
+        """A subscription made (pushes before it went unheard) or lost (a
+        resync of each room finds whether Redis answers, one call a room,
+        not one a stream, and tells its streams when it does not)."""
         for feed in self._feeds.values():
             feed.resync_due.set()
 
@@ -316,10 +323,21 @@ class Feeds:
                 heard, epoch = invalidations.heard(name), invalidations.epoch
                 try:
                     at_ms, incarnation, places = await self._places(feed.room, visitors)
-                except Exception as exc:  # Redis away: the streams keep what they show
+                except Exception as exc:  # Redis away: the streams keep their place, and are told
                     logger.debug("queuegate: streams of room %r could not resync (%s)", name, exc)
+                    if not feed.unavailable:
+                        feed.unavailable = True
+                        for stream in streams:
+                            stream.send(None)  # event: unavailable
                     return False
                 self.resyncs += 1
+                if feed.unavailable:
+                    # Redis answers again: each stream shows its place again
+                    # (set right below where the room moved meanwhile).
+                    feed.unavailable = False
+                    for stream in streams:
+                        if stream.shown is not None:
+                            stream.send(True)
                 feed.incarnation = incarnation or feed.incarnation
                 # Turns and lost places are facts whenever they were read;
                 # ranks only hold if no push came during the call, nor

@@ -116,6 +116,9 @@ class Invalidations:
         self.on_moved: list[Callable[[str, bytes], None]] = []
         # Told when a subscription is confirmed: what it may have missed before.
         self.on_subscribed: list[Callable[[], None]] = []
+        # Told when it is lost, or an attempt to make one failed (Redis may
+        # be away): pushes go unheard until the next on_subscribed.
+        self.on_unsubscribed: list[Callable[[], None]] = []
         self.subscribed = asyncio.Event()  # set while a confirmed subscription listens
         # The pings sent and not answered yet: when each went out, and the
         # callers of caught_up() it answers; those whose ping is not sent yet.
@@ -198,6 +201,8 @@ class Invalidations:
             if not answered.done():
                 answered.set_result(None)  # in the new epoch: what they read is read again
         self._on_lost()
+        for listener in self.on_unsubscribed:
+            listener()
 
     async def _listen(self) -> None:
         assert isinstance(self._client, aioredis.Redis)

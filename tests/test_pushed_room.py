@@ -20,10 +20,13 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 
 from queuegate import QueueGate, Room, Store, feeds, ticker
+from queuegate.embedded import EmbeddedServer
 from queuegate.feeds import RESYNC_GAP, Feed
+from queuegate.invalidations import DEAD_AFTER
 from queuegate.store import connect
 
 from .conftest import SECRET, lifespan_app, served
+from .test_deadlines import hang, resume
 
 
 def gate_for(redis_url: str, room: Room) -> QueueGate:
@@ -66,6 +69,13 @@ class Watched:
         while not any(name == "waiting" for name, _ in self.events):
             self.heard.clear()
             await self.heard.wait()
+
+    async def hears(self, name: str) -> float:
+        """Until the stream sends an event ``name``: when it came (time.monotonic())."""
+        while not self.events or self.events[-1][0] != name:
+            self.heard.clear()
+            await self.heard.wait()
+        return time.monotonic()
 
     async def shows(self, position: int) -> None:
         """Until the stream's last event shows ``position``."""
@@ -400,6 +410,42 @@ def test_streams_resync_together_after_the_subscription_is_lost(redis_url: str) 
         finally:
             await store.aclose()
             await client.aclose()
+
+    with served(gate) as base:
+        asyncio.run(scenario(base))
+
+
+def test_every_stream_is_told_when_redis_stops_answering_and_shown_its_place_again(
+    own_server: EmbeddedServer,
+) -> None:
+    """A hung Redis (SIGSTOP): every open stream hears `unavailable` once
+    the subscription is given up (DEAD_AFTER without an answer to its
+    pings), stays open, and once Redis answers shows its place again.
+    (An auditor held 1,180 streams through an outage: 56 heard it, those
+    whose poll came due; the rest heard only pings, the room's feed never
+    having asked Redis.)"""
+    room = Room("hush", paths=["/q"], rate=1, per=3600.0, status="paused", client_limit=0)
+    gate = gate_for(own_server.url, room)
+
+    async def scenario(base: str) -> None:
+        async with visitors(base, "/q", 4) as clients:
+            watched = [Watched(c, base, "hush") for c in clients]
+            await asyncio.gather(*(w.placed() for w in watched))
+            before = [w.events[-1][1]["position"] for w in watched]
+            hang(own_server)
+            try:
+                began = time.monotonic()
+                told = await asyncio.wait_for(asyncio.gather(*(w.hears("unavailable") for w in watched)), 15)
+                # (The resync's call fails at the gate's timeout, 0.25 s. Before,
+                # a stream heard it only at a poll, after a ping, every 15 s.)
+                assert max(told) - began <= DEAD_AFTER + 1.5, [round(t - began, 2) for t in told]
+                assert not any(w.ended.is_set() for w in watched)
+            finally:
+                resume(own_server)
+            await asyncio.wait_for(asyncio.gather(*(w.hears("waiting") for w in watched)), 15)
+            assert [w.events[-1][1]["position"] for w in watched] == before
+            for w in watched:
+                w.task.cancel()
 
     with served(gate) as base:
         asyncio.run(scenario(base))
