@@ -159,7 +159,8 @@ local E0 = 3 -- the end buckets start after n, err, w
 local pnames = {'pt', 'bw', 'bt', 'cap', 'cap_at', 'proven', 'probe_at', 'probes', 'cut_at', 'overloaded',
   'probe_done', 'peak', 'limit', 'floor_since', 'healthy_value', 'out_of_reach', 'changed_at', 'adapt_at', 'reason',
   'past_at', 'changed_from', 'reach_since', 'down', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
-  'slowed', 'within_done', 'within_done_before', 'least_p95', 'draining', 'pre_probed', 'changed'}
+  'slowed', 'within_done', 'within_done_before', 'least_p95', 'draining', 'pre_probed', 'changed', 'pre_cut',
+  'resumed_at'}
 local P = #pnames
 local asked = {'at', 'since', 'since_before'}
 for i = 1, F do asked[#asked + 1] = fields[i] end
@@ -585,7 +586,8 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     -- The overloads seen were against a target no rate meets: no evidence
     -- of where the app overloads. The law starts again, against the goal.
     redis.call('HDEL', h, 'peak', 'overloaded', 'cut_at', 'probes')
-    redis.call('HDEL', h, 'down', 'slowed', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
+    redis.call('HDEL', h, 'down', 'slowed', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
+      'pre_probed', 'pre_cut')
     put('limit', 0)
     put('probe_done', 0) -- in the slow app's costs
   else
@@ -637,6 +639,8 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           -- Whether probes past the last overload led to it (else the app
           -- overloaded under a load it had served: a fall).
           put('pre_probed', (tonumber(st.past_at) or 0) > (tonumber(st.cut_at) or 0) and 1 or 0)
+          -- The last cut (-1: none), set back after a pause.
+          put('pre_cut', st.cut_at or -1)
           -- Completing far less than at the last look within target: the
           -- app slowed (a pause, or a fall); it was not overloaded by load
           -- (an app given too much completes what it can). Told apart at
@@ -741,12 +745,30 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           -- shedding load fails fast: its work did not stop).
           if paused and not st.down and st.slowed == '1' then
             resumed = math.min(tonumber(st.pre_value) or 0, tonumber(st.healthy_value) or 0)
+            -- Nor was its cut one: probes past the last overload wait from
+            -- the cut before it (a stall every 15-45 s restarted the minute
+            -- they wait at each, and the room never probed past an overload
+            -- read in a pause: 0.3 of the best fixed rate for two minutes).
+            -- Its return is a change, though: it shows before a probe, and
+            -- no probe made before it has held (one the pause cut short,
+            -- taken for held, doubled the rate to 2.4x the best fixed).
+            st.resumed_at = tostring(now)
+            put('resumed_at', now)
+            local cut = tonumber(st.pre_cut) or -1
+            if cut >= 0 then
+              st.cut_at = tostring(cut)
+              put('cut_at', cut)
+            else
+              st.cut_at = nil
+              redis.call('HDEL', h, 'cut_at')
+            end
           end
         end
         -- Whether or not it was an outage, the episode is over: a down
         -- mark left behind would set back, at a later overload's first
         -- look within target, what that overload taught.
-        redis.call('HDEL', h, 'down', 'slowed', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value')
+        redis.call('HDEL', h, 'down', 'slowed', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
+      'pre_probed', 'pre_cut')
       end
       -- A reading raises the capacity only with the errors within their
       -- maximum over the last JUDGE_S too: a second or two of a few dozen
@@ -774,7 +796,8 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       -- 4. Probing: visitors waiting, the app doing most of what the
       -- capacity says, the last change shown, the room old enough (its
       -- first admissions are a change too: their load has yet to come).
-      local last = math.max(tonumber(st.cut_at) or 0, tonumber(st.probe_at) or 0, admits_since)
+      local last = math.max(tonumber(st.cut_at) or 0, tonumber(st.probe_at) or 0, admits_since,
+        tonumber(st.resumed_at) or 0)
       if not waiting then
         reason = 'hold: within target, nobody waiting'
       elseif done < 0.8 * (visit_work > 0 and math.min(cap, value / unit_s * visit_work)
@@ -824,7 +847,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
           -- doubles. An overload read a little low shows a queue here (the
           -- app at 0.9 of its capacity), and the ramp goes on.
           if least_p95 and p95 <= UNLOADED * least_p95 and errors == 0 and je < 0.5
-              and (tonumber(st.probe_at) or 0) > (tonumber(st.cut_at) or 0) then
+              and (tonumber(st.probe_at) or 0) > math.max(tonumber(st.cut_at) or 0, tonumber(st.resumed_at) or 0) then
             gain = 2
           end
           put('probes', math.min(probes + paced, 3))
