@@ -29,7 +29,8 @@ lost) the room's streams *resync*: their visitors' ranks read together,
 ``abandon``, records their liveness, so none counts as silent. A
 subscription lost asks for a resync too: one that finds Redis away tells
 the room's streams ``unavailable`` (once: they keep their place), and the
-first that finds it back sends each its place again. Without a
+first place read after it, by a resync or a stream's own read, is sent
+again even where it did not change. Without a
 subscription (a Redis Cluster, Redis away) each stream asks at its poll
 interval: polling, never silence.
 """
@@ -106,7 +107,6 @@ class Feed:
     resync_due: asyncio.Event = field(default_factory=asyncio.Event)
     resynced_at: float = 0.0  # time.monotonic() of the last resync
     resync_later: asyncio.TimerHandle | None = None
-    unavailable: bool = False  # the last resync found Redis away; its streams were told
 
     def resync_soon(self) -> None:
         """A resync, RESYNC_GAP after the last at the soonest."""
@@ -214,7 +214,7 @@ class Feeds:
         if not consistent:
             feed.resync_soon()  # the room kept moving: shown now, set right by a resync
         shown = (outcome.rank, outcome.line, outcome.eta_ms, outcome.poll_ms)
-        if shown != stream.shown:
+        if shown != stream.shown or stream.unavailable:  # (after 'unavailable', the place again)
             stream.shown = shown
             stream.send(outcome)
         stream.next_send = time.monotonic() + max(FAR_EVERY, outcome.poll_ms / 2000)
@@ -325,19 +325,10 @@ class Feeds:
                     at_ms, incarnation, places = await self._places(feed.room, visitors)
                 except Exception as exc:  # Redis away: the streams keep their place, and are told
                     logger.debug("queuegate: streams of room %r could not resync (%s)", name, exc)
-                    if not feed.unavailable:
-                        feed.unavailable = True
-                        for stream in streams:
-                            stream.send(None)  # event: unavailable
+                    for stream in streams:
+                        stream.send(None)  # event: unavailable (once: Stream.send)
                     return False
                 self.resyncs += 1
-                if feed.unavailable:
-                    # Redis answers again: each stream shows its place again
-                    # (set right below where the room moved meanwhile).
-                    feed.unavailable = False
-                    for stream in streams:
-                        if stream.shown is not None:
-                            stream.send(True)
                 feed.incarnation = incarnation or feed.incarnation
                 # Turns and lost places are facts whenever they were read;
                 # ranks only hold if no push came during the call, nor
@@ -379,7 +370,7 @@ def _show(feed: Feed, stream: Stream, now: float) -> None:
     else:
         return
     new = (rank, max(feed.line, rank + 1), eta, poll)
-    if new == shown:
+    if new == shown and not stream.unavailable:  # (after 'unavailable', the place again)
         return
     if rank >= FRONT_PLACES and now < stream.next_send:
         feed.owed.add(stream)  # a later flush sends it

@@ -201,8 +201,13 @@ class Invalidations:
             if not answered.done():
                 answered.set_result(None)  # in the new epoch: what they read is read again
         self._on_lost()
+        if self._task is None or _stopping():
+            return  # closing: nothing to tell
         for listener in self.on_unsubscribed:
-            listener()
+            try:
+                listener()
+            except Exception:  # one listener's bug must not end the subscription
+                logger.exception("queuegate: a listener failed on the subscription's loss")
 
     async def _listen(self) -> None:
         assert isinstance(self._client, aioredis.Redis)

@@ -14,7 +14,8 @@ silence.
 Event format (``text/event-stream``): ``event: waiting`` with the same JSON
 as the status endpoint, whenever it changes; then one ``event: state`` with
 ``{"state": "active", ...}`` (or ``closed``, ``none``, ``pass``) and the
-stream ends. ``event: unavailable`` while Redis does not answer.
+stream ends. ``event: unavailable`` once when Redis stops answering, then
+the place again once it answers.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class Stream:
 
     __slots__ = (
         "epoch", "final", "gone", "next_send", "pending", "ping", "place", "rank",
-        "shown", "stale", "timed_out", "visitor", "wake",
+        "shown", "stale", "timed_out", "unavailable", "visitor", "wake",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -64,6 +65,7 @@ class Stream:
         # nothing of it outlives the send (objects that live a while get
         # promoted and make the garbage collector's full passes more often).
         self.pending: Outcome | bool | None = False
+        self.unavailable = False  # told 'unavailable', and nothing since
         self.ping = False  # a keep-alive comment is due
         self.gone = False  # the client left
         self.timed_out = False
@@ -75,6 +77,12 @@ class Stream:
     def send(self, outcome: Outcome | bool | None, *, final: bool = False) -> None:
         if self.final:
             return  # the stream's last event is chosen: nothing replaces it
+        if outcome is None:
+            if self.unavailable:
+                return  # said once for an outage, not at every failed read
+            self.unavailable = True
+        else:
+            self.unavailable = False
         self.pending = outcome
         self.final = final
         self.wake_up()
