@@ -80,7 +80,9 @@
 -- load does not do that, an app given too much completes what it can),
 -- and within target again within a settle of the cut, before it has shown
 -- (the visitors inside still coming), was a pause (a collector's, a
--- checkpoint's), not a fall: the same evidence is set back.
+-- checkpoint's), not a fall: the same evidence is set back, and the cut
+-- before it (probes past the last overload wait from that one); its return
+-- is a change that shows before a probe.
 -- A target no rate can meet is named: at the floor for a visit's length,
 -- completing no more than the floor's visitors bring, and its answers
 -- still over the target (beyond chance), its errors within their maximum.
