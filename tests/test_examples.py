@@ -186,3 +186,35 @@ async def test_each_example_keeps_its_rooms_apart_and_names_its_extra(redis_url:
         # From the clone: the bare name asks PyPI, where it is not this project.
         assert 'pip install -e ".[examples]"`` in the clone' in " ".join((module.__doc__ or "").split())
         assert "queuegate[examples]" not in (module.__doc__ or "")
+
+
+@pytest.mark.parametrize(
+    ("module", "path"),
+    [("examples/django_site/asgi.py", "/checkout"), ("examples/fastapi_shop.py", "/checkout")],
+)
+def test_an_example_starts_with_the_command_its_docstring_gives(
+    redis_url: str, module: str, path: str
+) -> None:
+    """Its `uvicorn ...` line, as written (up to a comment), in the clone:
+    the server starts and the gated route answers. (The Django example was
+    given `--lifespan on`, which Django refuses: the server did not start.)"""
+    text = (ROOT / module).read_text()
+    line = next(line.strip() for line in text.splitlines() if line.strip().startswith("uvicorn "))
+    command = line.split("#", 1)[0].split()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
+    env.update(QUEUEGATE_REDIS_URL=redis_url, QUEUEGATE_SECRET_KEY=SECRET)
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", *command, "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", seconds=30)
+        assert httpx.get(f"http://127.0.0.1:{port}{path}").status_code in (200, 503)
+    finally:
+        process.terminate()
+        process.communicate(timeout=10)

@@ -6,7 +6,7 @@ from PyPI: that name there is not this project), then
 
     export QUEUEGATE_REDIS_URL=redis://localhost:6379/0
     export QUEUEGATE_SECRET_KEY=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
-    uvicorn examples.django_site.asgi:application --lifespan on
+    uvicorn examples.django_site.asgi:application    # not --lifespan on: Django refuses the lifespan
 
 Its keys have a prefix of their own (``example-django``, or $QUEUEGATE_PREFIX).
 """
