@@ -231,9 +231,9 @@ async def test_a_rate_a_minute_follows_health_as_a_rate_a_second_does(
     assert sold >= 0.8 * sold_by_second, (sold, sold_by_second)
 
 
-@pytest.mark.parametrize("seed", [22, 40])
+@pytest.mark.parametrize(("seed", "named"), [(12, False), (22, True), (40, True)])
 async def test_the_tail_of_a_fall_read_as_a_target_out_of_reach_does_not_flood_the_app(
-    redis_url: str, seed: int
+    redis_url: str, seed: int, named: bool
 ) -> None:
     """A backend whose requests turn dearer (an auditor's held-out
     ``mix_shift``) falls to half its capacity; cut to the floor, the room
@@ -244,11 +244,13 @@ async def test_the_tail_of_a_fall_read_as_a_target_out_of_reach_does_not_flood_t
     its probes doubled the old capacity. A target named out of reach starts
     the law again from what the app does at minimal load: no second of
     the fallen phase goes past twice its best fixed rate. (Seeds whose
-    rate before the fall is over twice the fallen phase's best: 22 a
-    second against 9, 75 against 32. Seed 12 names no target out of reach
-    since pauses restart no minute, 2026-11-28.)"""
+    rate before the fall is over twice the fallen phase's best, and that
+    name the target out of reach: 22 a second against 9, 75 against 32.
+    Seed 12, the first, names none since pauses restart no minute,
+    2026-11-28: its fall is still held within twice the best.)"""
     run = await simulate(redis_url, "mix_shift", seed, 120)
-    assert any("target out of reach" in why for why in run.reasons[120:240]), run.reasons[120:240]
+    if named:
+        assert any("target out of reach" in why for why in run.reasons[120:240]), run.reasons[120:240]
     best = oracle("mix_shift", seed, 1, 120)["rate"]
     assert max(run.rates[125:240]) <= 2 * best, (max(run.rates[125:240]), best)
 

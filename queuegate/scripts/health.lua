@@ -587,7 +587,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
     put('proven', admitting(show_s))
     -- The overloads seen were against a target no rate meets: no evidence
     -- of where the app overloads. The law starts again, against the goal.
-    redis.call('HDEL', h, 'peak', 'overloaded', 'cut_at', 'probes')
+    redis.call('HDEL', h, 'peak', 'overloaded', 'cut_at', 'probes', 'resumed_at')
     redis.call('HDEL', h, 'down', 'slowed', 'pre_at', 'pre_cap', 'pre_peak', 'pre_limit', 'pre_value',
       'pre_probed', 'pre_cut')
     put('limit', 0)
@@ -682,7 +682,7 @@ if target_ms > 0 and now - (tonumber(st.adapt_at) or 0) >= 0.9 * INTERVAL then
       -- the last change has shown: a backend that sheds load with fast
       -- 503s settles where its errors stay under their maximum, instead of
       -- swinging between cuts.
-      local last = math.max(tonumber(st.cut_at) or 0, tonumber(st.probe_at) or 0)
+      local last = math.max(tonumber(st.cut_at) or 0, tonumber(st.probe_at) or 0, tonumber(st.resumed_at) or 0)
       if now - last >= show_s * 1000 then
         -- (The load it was given when the errors came, not only what it
         -- completed of it: a room still climbing completes less.)
