@@ -134,7 +134,7 @@ def _say_not_served(gates: list[Served], app: Any) -> None:
     logger.error(
         "queuegate: the gate is not being served, so its rooms (%s) gate nothing: the app started "
         "without passing through the QueueGate that wraps it. Requests to the rooms' paths reach the "
-        "app unqueued, and a route that depends on queue(...) answers 500 (it finds no gate). "
+        "app unqueued, and a route gated on itself (queue(...), gated) answers 500 (it finds no gate). "
         "Serve the QueueGate object, not the app it wraps (%s), or add it to the app with "
         "app.add_middleware(QueueGate, ...). (Tests of the app alone, or a parent app that runs "
         "this app's lifespan itself, meet this too: there it is no fault.)",
