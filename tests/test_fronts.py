@@ -20,7 +20,7 @@ from queuegate.embedded import EmbeddedServer
 from queuegate.fronts import FRONT_PLACES, MIN_READ_INTERVAL
 from queuegate.invalidations import LEASE
 from queuegate.outcomes import text
-from queuegate.store import connect
+from queuegate.store import SETTLED_MARGIN_MS, connect
 
 from .test_admissions import MARGIN, until
 from .test_deadlines import hang, resume
@@ -129,22 +129,34 @@ async def test_a_line_that_moves_all_the_time_is_read_at_most_every_interval(
     """Each read of the front costs Redis as much as a few polls: however
     often the line moves, a process reads a room's front at most every
     MIN_READ_INTERVAL, and the polls in between ask with the plain commands
-    (still exact)."""
+    (still exact). (A room is settled until the analytics' minute ends at
+    the latest: a poll after a minute's end that no call has settled since
+    is no simple answer, None, and the full call answers it. A CI run on
+    loaded cores crossed one in this loop.)"""
     polls, other = two
     visitors = [f"v{i:04d}" for i in range(400)]
     await other.enter_many(ROOM, visitors)
     reads = polls.fronts.reads
     started = asyncio.get_running_loop().time()
-    polled = 0
+    polled = unsettled = 0
     for leaving in reversed(visitors[200:]):  # someone at the back leaves: the line moved
+        minute = polls.redis_now_ms() // 60_000
         await other.leave(ROOM, leaving)
         for _ in range(3):
-            assert await polls.front_rank(ROOM, "v0100") == 99  # v0000 is inside
+            rank = await polls.front_rank(ROOM, "v0100")
+            if rank is None:
+                assert (polls.redis_now_ms() + SETTLED_MARGIN_MS) // 60_000 > minute, (
+                    "unsettled within a minute"
+                )
+                unsettled += 1
+                continue
+            assert rank == 99  # v0000 is inside
             polled += 1
     seconds = asyncio.get_running_loop().time() - started
     made = polls.fronts.reads - reads
     assert 1 <= made <= seconds / MIN_READ_INTERVAL + 2, (made, seconds, polled)
-    assert polled == 600
+    assert polled + unsettled == 600, (polled, unsettled)
+    assert unsettled <= 3, (polled, unsettled)  # those of one leave, just after a minute's end
 
 
 async def test_a_long_line_s_copy_holds_its_first_places_only(two: tuple[Store, Store]) -> None:
