@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -48,23 +49,41 @@ async def test_fastapi_shop(redis_url: str) -> None:
         await gate.store.aclose()
 
 
-@pytest.fixture
-def fastapi_shop(redis_url: str) -> Iterator[str]:
-    """The FastAPI example run as its docstring says, over plain http."""
+def documented(module: str) -> list[str]:
+    """The example's `uvicorn ...` line, as its docstring writes it (up to a comment)."""
+    text = (ROOT / module).read_text()
+    line = next(line.strip() for line in text.splitlines() if line.strip().startswith("uvicorn "))
+    return line.split("#", 1)[0].split()
+
+
+@contextmanager
+def uvicorn(command: list[str], redis_url: str, **environ: str) -> Iterator[int]:
+    """``command`` (``uvicorn ...``) run in the clone as a user runs it, on a
+    free port, with the Redis and secret key in its environment: the port,
+    once it answers."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
-    env.update(
-        QUEUEGATE_REDIS_URL=redis_url, QUEUEGATE_SECRET_KEY=SECRET, QUEUEGATE_ADMIN_SECRET="choose-a-long-one"
+    env.update(QUEUEGATE_REDIS_URL=redis_url, QUEUEGATE_SECRET_KEY=SECRET, **environ)
+    process = subprocess.Popen(
+        [sys.executable, "-m", *command, "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.DEVNULL,
     )
-    command = [sys.executable, "-m", "uvicorn", "examples.fastapi_shop:create_app", "--factory"]
-    command += ["--lifespan", "on", "--port", str(port), "--log-level", "warning"]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/")
-        yield f"http://127.0.0.1:{port}"
+        wait_for_http(f"http://127.0.0.1:{port}/", seconds=30)
+        yield port
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture
+def fastapi_shop(redis_url: str) -> Iterator[str]:
+    """The FastAPI example run as its docstring says, over plain http."""
+    command = documented("examples/fastapi_shop.py")
+    with uvicorn(command, redis_url, QUEUEGATE_ADMIN_SECRET="choose-a-long-one") as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_fastapi_shop_over_plain_http_as_its_docstring_says(fastapi_shop: str) -> None:
@@ -110,21 +129,10 @@ async def test_django_site_with_its_session_feeding_identify(redis_url: str) -> 
 
 @pytest.fixture
 def behind_proxy(redis_url: str) -> Iterator[int]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "QUEUEGATE_REDIS_URL": redis_url,
-        "QUEUEGATE_SECRET_KEY": SECRET,
-    }
-    command = [sys.executable, "-m", "uvicorn", "examples.behind_proxy:create_app", "--factory"]
-    command += ["--lifespan", "on", "--root-path", "/shop", "--port", str(port), "--log-level", "warning"]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/")
+    # (Its docstring's line without the proxy's flags: the test is the proxy.)
+    command = ["uvicorn", "examples.behind_proxy:create_app", "--factory", "--lifespan", "on"]
+    with uvicorn([*command, "--root-path", "/shop"], redis_url) as port:
         yield port
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def test_starlette_behind_a_proxy_prefix(behind_proxy: int) -> None:
@@ -188,33 +196,9 @@ async def test_each_example_keeps_its_rooms_apart_and_names_its_extra(redis_url:
         assert "queuegate[examples]" not in (module.__doc__ or "")
 
 
-@pytest.mark.parametrize(
-    ("module", "path"),
-    [("examples/django_site/asgi.py", "/checkout"), ("examples/fastapi_shop.py", "/checkout")],
-)
-def test_an_example_starts_with_the_command_its_docstring_gives(
-    redis_url: str, module: str, path: str
-) -> None:
-    """Its `uvicorn ...` line, as written (up to a comment), in the clone:
-    the server starts and the gated route answers. (The Django example was
-    given `--lifespan on`, which Django refuses: the server did not start.)"""
-    text = (ROOT / module).read_text()
-    line = next(line.strip() for line in text.splitlines() if line.strip().startswith("uvicorn "))
-    command = line.split("#", 1)[0].split()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEGATE_")}
-    env.update(QUEUEGATE_REDIS_URL=redis_url, QUEUEGATE_SECRET_KEY=SECRET)
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", *command, "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/", seconds=30)
-        assert httpx.get(f"http://127.0.0.1:{port}{path}").status_code in (200, 503)
-    finally:
-        process.terminate()
-        process.communicate(timeout=10)
+def test_the_django_example_starts_with_the_command_its_docstring_gives(redis_url: str) -> None:
+    """Its `uvicorn ...` line, as written, in the clone: the server starts
+    and the gated route answers. (It was given `--lifespan on`, which
+    Django refuses: the server did not start.)"""
+    with uvicorn(documented("examples/django_site/asgi.py"), redis_url) as port:
+        assert httpx.get(f"http://127.0.0.1:{port}/checkout").status_code in (200, 503)
