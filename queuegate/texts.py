@@ -83,6 +83,7 @@ TEXTS = {
         "You lost your earlier place in line (away too long, or the line was reset), so you joined it "
         "again at the end."
     ),
+    "trouble": N_("We cannot check the line right now. Your place is kept, and this page keeps trying."),
     "updated": N_("Last updated"),
     "leave": N_("Leave the line"),
     "say_place": N_("Your place in line: {position}. Estimated wait: {eta}."),

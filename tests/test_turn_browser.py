@@ -15,9 +15,12 @@ from contextlib import contextmanager
 import pytest
 
 from queuegate import QueueGate, Room
+from queuegate.embedded import EmbeddedServer
+from queuegate.invalidations import DEAD_AFTER
 
 from .conftest import PATIENT, SECRET, chromium_or_skip, lifespan_app, served
 from .servers.proxies import SilencingProxy
+from .test_deadlines import hang, resume
 
 chromium_or_skip()
 
@@ -224,3 +227,58 @@ def test_a_room_let_through_rings_the_turn_of_a_page_in_a_background_tab(
         assert cli("set", "sale", "--status", "passthrough", url=redis_url).returncode == 0
         until(page, "document.title.indexOf('\\u25B6') === 0")
         assert page.evaluate("sessionStorage.getItem('notified')")
+
+
+@pytest.mark.parametrize("pushed", [True, False], ids=["stream", "polls"])
+def test_the_page_says_when_the_line_cannot_be_checked_and_keeps_the_place(
+    own_server: EmbeddedServer, browser: Browser, pushed: bool
+) -> None:
+    """Redis hangs (SIGSTOP) under a waiting page: the page says the line
+    cannot be checked (a notice and, once, the screen reader's status),
+    keeps showing its place, and takes the notice down once it hears from
+    the line again; over its stream (`event: unavailable`) or, without
+    one, its polls (503 `unavailable`). Before, the bundled page ignored
+    both and only its 'last updated' time grew old."""
+    import httpx
+
+    gate = QueueGate(
+        lifespan_app,
+        # The one admission of the hour goes to the holder: the page waits
+        # at the front, polling every second (abandon 3 s).
+        rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600.0, client_limit=0, abandon=3)],
+        secret_key=SECRET,
+        redis=own_server.url,
+        cookie_secure=False,
+        environ={},
+    )
+    with served(gate) as base, httpx.Client() as holder:
+        assert holder.get(base + "/checkout").status_code == 200
+        context = browser.new_context()
+        try:
+            if not pushed:
+                context.add_init_script("delete window.EventSource;")
+            page = context.new_page()
+            page.goto(base + "/checkout")
+            assert page.text_content("#qg-position") == "1"
+            assert page.is_hidden("#qg-trouble")
+            time.sleep(1.5)  # the stream is open, or a poll or two went well
+            said = "We cannot check the line right now"
+            hang(own_server)
+            try:
+                # The stream hears it once the subscription is given up
+                # (DEAD_AFTER without an answer to its pings) and the
+                # room's resync fails; a poll at its first failure.
+                until(page, "!document.getElementById('qg-trouble').hidden", DEAD_AFTER + 10)
+                assert said in (page.text_content("#qg-say") or "")
+                assert page.text_content("#qg-position") == "1"
+                still = "document.querySelector('#qg-trouble + .dots span').getAnimations().length === 0"
+                assert page.evaluate(still)  # the dots stand still
+            finally:
+                resume(own_server)
+            # Polls back off to 2 s, 4 s ... after failures; the stream hears
+            # the place again once Redis answers.
+            until(page, "document.getElementById('qg-trouble').hidden", 40)
+            assert page.text_content("#qg-position") == "1"
+            assert "/checkout" in page.url
+        finally:
+            context.close()
