@@ -174,8 +174,9 @@ async def test_list_fits_80_columns_with_every_name_and_figure_whole(busy_room: 
     """On a terminal 80 columns wide, three rooms named `ticket-...`
     showed as `ticket-…`, and a wait as `4 min 47` over `s`: the rooms'
     names and figures stay whole, and the headers wrap instead; with
-    figures of six digits and more, a room a block. Every heading is there
-    either way (a column too wide was dropped)."""
+    figures of six digits and more, a room a block, each figure on its
+    label's line. Every heading is there either way (a column too wide
+    was dropped)."""
     names = ["ticket-jazz-night", "ticket-rock-arena", "ticket-opera-gala"]
     await _rooms_named(busy_room, names)
     heads = ["waiting", "active", "admitted", "minute", "wait", "back", "all", "gave"]  # the figures'
@@ -198,10 +199,15 @@ async def test_list_fits_80_columns_with_every_name_and_figure_whole(busy_room: 
         await client.hset("qg:{ticket-rock-arena}:state", mapping={"admitted": 456789, "abandoned": 12345})
     finally:
         await client.aclose()
-    for columns in (80, 60):
+    for columns in (80, 60, 50):
         words = seen(columns)
         assert "456,789" in words, words
         assert "12,345" in words, words
+    # Stacked, a figure stays on its label's line: at 50 columns `gave up`
+    # ended one line and its `0` began the next.
+    shown = on_a_terminal(50, "list", url=busy_room)
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in shown.splitlines()]
+    assert not [line for line in lines if re.match(r" *[0-9\u2014]", line)], lines
 
 
 def on_a_terminal(columns: int, *args: str, url: str) -> str:

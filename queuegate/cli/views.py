@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.padding import Padding
@@ -107,8 +108,7 @@ async def _list(ask: Bounded, args: argparse.Namespace, names: list[str] | None 
         blocks: list[RenderableType] = []
         for row in rows:
             blocks.append(Text.assemble((row[0], "bold"), "  ", _status(row[1])))
-            figures = " · ".join(f"{head} {value}" for head, value in zip(heads[2:], row[2:], strict=True))
-            blocks.append(Padding(Text(figures), (0, 0, 0, 2)))
+            blocks.append(Packed([f"{head} {value}" for head, value in zip(heads[2:], row[2:], strict=True)]))
         return Group(*blocks)
 
     # (The tight table's width is its columns' and their gaps': a measure
@@ -154,6 +154,27 @@ class Fitted:
                 yield choice
                 return
         yield self.choices[-1][0]
+
+
+class Packed:
+    """Labelled figures (``waiting 3``) on lines as wide as the console,
+    ``·`` between them, indented: each whole on one line (wrapped as text,
+    a label ended one line and its figure began the next)."""
+
+    def __init__(self, items: list[str], indent: int = 2) -> None:
+        self.items, self.indent = items, indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(1, options.max_width - self.indent)
+        lines: list[str] = []
+        for item in self.items:
+            joined = f"{lines[-1]} · {item}" if lines else item
+            if lines and cell_len(joined) <= width:
+                lines[-1] = joined
+            else:
+                lines.append(item)
+        for line in lines:
+            yield Padding(Text(line), (0, 0, 0, self.indent))
 
 
 STATUS_STYLES = {"open": "green", "paused": "yellow", "closed": "red", "queue_all": "yellow"}
