@@ -195,8 +195,8 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         assert page.input_value("#set-client_limit") == str(ROOM.client_limit)
         page.fill("#set-session", "900")
         page.locator("#settings button[type=submit]").click()
-        page.wait_for_selector("#message:has-text('Done: changed session = 900')")
-        assert page.text_content("#message") == "Done: changed session = 900"
+        page.wait_for_selector("#settings-message:has-text('Done: changed session = 900')")
+        assert page.text_content("#settings-message") == "Done: changed session = 900"
         assert in_redis(redis_url, lambda store: store.stats("sale"))["client_limit"] == ROOM.client_limit
 
         # Every run-time setting is in the form: sliding, max_step and forget
@@ -212,25 +212,25 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         page.fill("#set-forget", "7200")
         page.locator("#settings button[type=submit]").click()
         changed = "Done: changed sliding = true, max_step = 50, forget = 7200"
-        page.wait_for_selector(f"#message:has-text('{changed}')")
+        page.wait_for_selector(f"#settings-message:has-text('{changed}')")
         stats = in_redis(redis_url, lambda store: store.stats("sale"))
         assert (stats["sliding"], stats["max_step"], stats["forget"]) == (1, 50, 7_200_000)
         page.fill("#set-abandon", "1800")
         page.locator("#settings button[type=submit]").click()
-        page.wait_for_selector("#message:has-text('Done: changed abandon = 1800')")
-        assert page.text_content("#message") == "Done: changed abandon = 1800"
+        page.wait_for_selector("#settings-message:has-text('Done: changed abandon = 1800')")
+        assert page.text_content("#settings-message") == "Done: changed abandon = 1800"
         # A change that may starve the room is made, and said so as to stand out.
         page.fill("#set-session", "5")
         page.locator("#settings button[type=submit]").click()
-        page.wait_for_selector("#message:has-text('Done: changed session = 5')")
-        assert page.text_content("#message") == (
+        page.wait_for_selector("#settings-message:has-text('Done: changed session = 5')")
+        assert page.text_content("#settings-message") == (
             "Done: changed session = 5. Warning: session 5 s: each visitor admitted from now on must queue "
             "again 5 s after coming in, or after that long without a request (sliding)"
         )
-        assert page.get_attribute("#message", "class") == "error"
+        assert "error" in (page.get_attribute("#settings-message", "class") or "").split()
         page.fill("#set-session", "900")
         page.locator("#settings button[type=submit]").click()
-        page.wait_for_selector("#message:text-is('Done: changed session = 900')")
+        page.wait_for_selector("#settings-message:text-is('Done: changed session = 900')")
         # What is set at run time says so, with the code's value; one button
         # sets it all back (the console's `--reset`: not in the page before).
         page.wait_for_selector("#set-session-origin", timeout=5000)
@@ -240,7 +240,7 @@ def test_the_back_office_in_a_browser(redis_url: str, browser: Any) -> None:
         assert page.locator("#set-status-origin").count() == 0  # the code's
         page.once("dialog", lambda dialog: dialog.accept())
         page.locator("#settings button", has_text="Reset to the code's").click()
-        page.wait_for_selector("#message:has-text('back to the code')")
+        page.wait_for_selector("#settings-message:has-text('back to the code')")
         stats = in_redis(redis_url, lambda store: store.stats("sale"))
         assert (stats["run_time"], stats["session"]) == ([], ROOM.session * 1000)
         page.wait_for_selector("#set-session-origin", state="detached")
@@ -726,3 +726,75 @@ def test_every_control_is_big_enough_for_a_finger_on_a_phone(redis_url: str, bro
         target for target in targets if target["main"] and (target["width"] < 44 or target["height"] < 44)
     ]
     assert cramped == []
+
+
+# Its first line at least in the window.
+IN_VIEW = """(id) => { const r = document.getElementById(id).getBoundingClientRect();
+  return r.height > 0 && r.top >= 0 && r.top + 16 <= innerHeight; }"""
+
+
+def test_each_change_is_said_beside_its_control(redis_url: str, browser: Any) -> None:
+    """An operator's review: a change made in the settings was confirmed
+    under the rooms table, a screen above; a release of a visitor who held
+    nothing read 'Done:' and went into the activity log; a row's Apply with
+    nothing typed said 'Done: ' and nothing else; Enter in a row's field did
+    nothing; the table outgrew its box once a value was typed (its Revert)."""
+    in_redis(redis_url, lambda store: store.enter(ROOM, "someone"))
+    with signed_in(browser, Store(connect(redis_url, 5.0))) as (page, _):
+        row = page.locator("tr[data-room=sale]")
+        row.wait_for()
+        # The least width the table needs (its columns' unbreakable content).
+        least = """() => { const t = document.querySelector('#rooms-table'); t.style.width = 'min-content';
+          const w = t.offsetWidth; t.style.width = ''; return w; }"""
+        before = page.evaluate(least)
+        row.locator("input[name=rate]").fill("3")
+        assert row.locator("button.revert").is_visible()
+        assert page.evaluate(least) <= before + 12, (before, page.evaluate(least))  # beside Apply: +70 px
+        row.locator("input[name=rate]").press("Enter")
+        page.wait_for_selector("#message:text-is('Done: changed rate = 3')")
+        page.wait_for_timeout(2500)  # a refresh with the new rate
+        row.locator("button", has_text="Apply").click()
+        page.wait_for_selector("#message:text-is('Nothing changed in sale.')")
+
+        row.locator("button", has_text="sale").click()
+        page.wait_for_selector("#set-abandon")
+        page.fill("#set-abandon", "1200")
+        page.locator("#settings button[type=submit]").click()
+        page.wait_for_selector("#settings-message:text-is('Done: changed abandon = 1200')")
+        assert page.evaluate(IN_VIEW, "settings-message")
+
+        page.fill("#visitor-id", "nosuchvisitor")
+        page.locator("#visitor-form button", has_text="Release").click()
+        said = "Nothing released: nosuchvisitor holds no admission"
+        page.wait_for_selector(f"#visitor-message:has-text('{said}')")
+        assert "error" in (page.get_attribute("#visitor-message", "class") or "").split()
+        assert page.evaluate(IN_VIEW, "visitor-message")
+        page.fill("#visitor-id", "someone")
+        page.locator("#visitor-form button", has_text="Remove").click()
+        page.wait_for_selector("#visitor-message:text-is('Done: remove someone')")
+        assert "error" not in (page.get_attribute("#visitor-message", "class") or "").split()
+    log = in_redis(redis_url, lambda store: store.activity("sale"))
+    # Nothing released, nothing logged (the console's `release` says the same
+    # and changes nothing); the remove that took a place is.
+    assert [entry["action"] for entry in log if entry["action"] in ("release", "remove")] == ["remove"], log
+
+
+def test_the_charts_axes_read_on_the_dark_scheme(redis_url: str, browser: Any) -> None:
+    """The charts' axis figures and titles are drawn in the page's text
+    colour: uPlot's default black was about 1.1:1 on the dark background."""
+    in_redis(redis_url, lambda store: store.enter(ROOM, "someone"))
+    with signed_in(browser, Store(connect(redis_url, 5.0))) as (page, _):
+        page.emulate_media(color_scheme="dark")
+        page.locator("tr[data-room=sale] button", has_text="sale").click()
+        page.wait_for_selector("#live-chart canvas")
+        page.wait_for_timeout(2500)  # drawn again at a refresh
+        light = """() => {
+          const c = document.querySelector('#live-chart canvas');
+          const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+          let n = 0;
+          for (let i = 0; i < d.length; i += 4) {
+            if (d[i] > 180 && d[i + 1] > 180 && d[i + 2] > 180 && d[i + 3] > 128) n++;
+          }
+          return n;
+        }"""
+        assert page.evaluate(light) > 200  # the axes' figures, in light ink

@@ -8,7 +8,8 @@
 -- ARGV[4] visitor id
 -- ARGV[5] counter to increment in the state hash ('released' or 'left')
 -- ARGV[6] the operator who asks, for the room's activity log (activity.lua);
---         "" (the visitor's own release or leave): no entry
+--         "" (the visitor's own release or leave): no entry; nor for a
+--         release that ended nothing
 --
 -- Returns 1 if the visitor held a place it took (active, or for `leave`
 -- waiting), else 0.
@@ -41,6 +42,10 @@ if not (seq and ARGV[5] == 'released' and status ~= 'passthrough') then
 end
 settled = true
 save_state()
-note_activity(ARGV[6] or '', ARGV[5] == 'left' and 'remove' or 'release',
-  '{"visitor":' .. cjson.encode(id) .. ',"held_a_place":' .. (held > 0 and 'true' or 'false') .. '}')
+-- A release that ended nothing changed nothing: not logged (the caller is
+-- told, by the 0). A remove is, either way: it revoked every copy.
+if held > 0 or ARGV[5] == 'left' then
+  note_activity(ARGV[6] or '', ARGV[5] == 'left' and 'remove' or 'release',
+    '{"visitor":' .. cjson.encode(id) .. ',"held_a_place":' .. (held > 0 and 'true' or 'false') .. '}')
+end
 return held > 0 and 1 or 0

@@ -22,9 +22,15 @@
     return e;
   }
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
-  function say(text, error) {
-    var m = document.getElementById("message");
-    m.textContent = text; m.className = error ? "error" : "";
+  // Said beside the control that did it (`where`: the settings form's, the
+  // visitor form's, the line's; else under the rooms table): under the
+  // table alone, a change made in the settings was confirmed a screen
+  // above, out of sight.
+  function say(text, error, where) {
+    var m = document.getElementById(where || "message");
+    m.textContent = text; m.classList.toggle("error", Boolean(error));
+    // In sight (a form's button near the window's edge left it below).
+    if (where && m.scrollIntoView) m.scrollIntoView({ block: "nearest" });
   }
   function csrf() {
     var found = document.cookie.split("; ").filter(function (c) { return c.indexOf("queuegate_admin_csrf=") === 0; })[0];
@@ -137,7 +143,12 @@
       var before = { rate: room.rate, per: room.per / 1000, capacity: room.capacity, status: room.status, target_ms: room.target_ms };
       var body = {};
       for (var k in wanted) if (wanted[k] !== before[k]) body[k] = wanted[k];
+      if (!Object.keys(body).length) { say("Nothing changed in " + room.room + "."); return; }
       change(room.room, "", body);
+    });
+    // Enter in one of the row's fields applies the row, as in a form.
+    tr.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && event.target.tagName === "INPUT") { event.preventDefault(); apply.click(); }
     });
     // A value typed and not applied yet is marked, and Revert puts the
     // row back to what Redis holds (Apply sent it with a later change).
@@ -150,7 +161,7 @@
       marked(tr);
     });
     var actions = cell({ "class": "actions" });
-    actions.appendChild(apply); actions.appendChild(document.createTextNode(" ")); actions.appendChild(revert);
+    actions.appendChild(apply); actions.appendChild(revert);
     marked(tr);
     return tr;
   }
@@ -175,17 +186,21 @@
     });
     row.querySelector("button.revert").hidden = !changed.length;
   }
-  function change(room, action, body) {
+  function change(room, action, body, where) {
     return api("POST", "api/rooms/" + encodeURIComponent(room) + (action ? "/" + action : ""), body)
       .then(function (d) {
         editing = false;
-        // A change that may flood or starve the room is made, and said (queuegate/risks.py).
+        // A change that may flood or starve the room is made, and said
+        // (queuegate/risks.py); a release or remove of one who held nothing
+        // did nothing, and says so as the console does (an error there).
         var warnings = d.warnings || [];
-        say("Done: " + describe(action || "settings", body, d) + warnings.map(function (w) { return ". Warning: " + w; }).join(""), warnings.length > 0);
+        var none = d.held_a_place === false;
+        say((none ? "" : "Done: ") + describe(action || "settings", body, d) +
+          warnings.map(function (w) { return ". Warning: " + w; }).join(""), warnings.length > 0 || none, where);
         refresh();
         return d;
       })
-      .catch(function (err) { say(err.message, true); throw err; });
+      .catch(function (err) { say(err.message, true, where); throw err; });
   }
   function describe(action, body, reply) {
     if (action === "settings" && body.reset_all) return "every setting back to the code's";
@@ -200,9 +215,9 @@
     if (action === "drain") return "drained " + reply.removed + " from the line";
     if (action === "seed") return "seed revealed";
     if (reply.held_a_place) return action + " " + body.visitor;
-    return action + " " + body.visitor + (action === "release"
-      ? ": holds no admission (one still in line stays there: Remove takes them out)"
-      : ": holds no place");
+    return action === "release"
+      ? "Nothing released: " + body.visitor + " holds no admission (one still in line stays there: Remove takes them out)"
+      : "Nothing removed: " + body.visitor + " holds no place (any copy of an admission in the app's processes is revoked)";
   }
 
   // -- charts (charts.js draws them) ------------------------------------------
@@ -369,7 +384,7 @@
     if (stats.pinned && stats.target_in_code) {
       var auto = el("button", { type: "button", "class": "quiet" }, "Give the " + stats.pinned_setting + " back to the controller");
       auto.addEventListener("click", function () {
-        change(selected, "", { pinned: null }).then(function () { pressed = auto.textContent; loadDetail(); });
+        change(selected, "", { pinned: null }, "settings-message").then(function () { pressed = auto.textContent; loadDetail(); });
       });
       actions.appendChild(auto);
     }
@@ -380,7 +395,7 @@
           " back to the code's values" + (stats.pinned ? ", and give the controller its setting back" : "") + "?")) return;
         // What is set is read in the same script that resets it (configure.lua):
         // a change another operator makes meanwhile is reset too, or after.
-        change(selected, "", { reset_all: true }).then(function () { pressed = reset.textContent; loadDetail(); });
+        change(selected, "", { reset_all: true }, "settings-message").then(function () { pressed = reset.textContent; loadDetail(); });
       });
       actions.appendChild(reset);
     }
@@ -401,8 +416,8 @@
         else if (Array.isArray(f[1])) body[f[0]] = v;
         else body[f[0]] = Number(v);
       });
-      if (!Object.keys(body).length) { say("Nothing changed."); return; }
-      change(selected, "", body).then(function () {
+      if (!Object.keys(body).length) { say("Nothing changed.", false, "settings-message"); return; }
+      change(selected, "", body, "settings-message").then(function () {
         // Applied: what the form shows is the room's now (a form kept while
         // it has the focus sent the same change again with the next one).
         Object.assign(before, shown);
@@ -686,16 +701,18 @@
     event.preventDefault();
     var action = event.submitter ? event.submitter.value : "release";
     var visitor = document.getElementById("visitor-id").value.trim();
-    if (!visitor) { say("Name a visitor id first (pick one from the lists).", true); return; }
-    change(selected, action, { visitor: visitor }).then(loadDetail);
+    if (!visitor) { say("Name a visitor id first (pick one from the lists).", true, "visitor-message"); return; }
+    change(selected, action, { visitor: visitor }, "visitor-message").then(loadDetail);
   });
   document.getElementById("drain").addEventListener("click", function () {
-    if (!window.confirm("Empty the line of " + selected + "? Everyone waiting loses their place.")) return;
-    change(selected, "drain", {}).then(loadDetail);
+    var waiting = detail && detail.room === selected ? count(detail.stats.waiting) + " " : "";
+    if (!window.confirm("Empty the line of " + selected + "? Everyone waiting (" + (waiting || "all ") +
+      "in line now) loses their place.")) return;
+    change(selected, "drain", {}, "line-message").then(loadDetail);
   });
   document.getElementById("seed").addEventListener("click", function () {
     if (!window.confirm("Reveal the seed of " + selected + "? Publish it only after the draw.")) return;
-    change(selected, "seed", {}).then(function (d) {
+    change(selected, "seed", {}, "line-message").then(function (d) {
       document.getElementById("seed-out").textContent = "seed " + d.seed + " · its SHA-256 (published before the draw) " + d.seed_sha256;
       loadDetail();
     });
@@ -705,8 +722,8 @@
     api("POST", "api/simulate", { visitors: Number(document.getElementById("sim-visitors").value),
       path: document.getElementById("sim-path").value, give_up: Number(document.getElementById("sim-give-up").value),
       leave: document.getElementById("sim-leave").checked })
-      .then(function () { say("Virtual visitors launched."); refresh(); })
-      .catch(function (err) { say(err.message, true); });
+      .then(function () { say("Virtual visitors launched.", false, "sim-status"); refresh(); })
+      .catch(function (err) { say(err.message, true, "sim-status"); });
   });
   window.addEventListener("resize", function () { drawLive(); if (detail) drawMinutes(detail.analytics.minutes, detail.stats); });
   refresh();

@@ -12,8 +12,11 @@
     // As wide as its card, never wider (a phone's card is under 300 px).
     var width = Math.max(160, node.clientWidth || 320);
     var existing = charts[id];
+    // The axes in the page's text colour: uPlot's default black was about
+    // 1.1:1 on the dark scheme's background (drawn again when it changes).
+    var ink = getComputedStyle(node).color;
     if (existing && existing.width === width && existing.series.length === series.length + 1 && existing.owner === owner &&
-        existing.series[1].scale === series[0].scale) {
+        existing.series[1].scale === series[0].scale && existing.ink === ink) {
       existing.setData(data);
     } else {
       if (existing) existing.destroy();
@@ -22,9 +25,13 @@
         per: id === "health-chart" ? "admission" : "per minute" };
       // Times as the clock shows them, with room for each label (uPlot's
       // default puts a date under some and lets them run into each other).
-      var axes = [{ space: 90, values: clockLabels },
-        { scale: series[0].scale, label: names[series[0].scale], values: amounts, size: axisSize }];
-      if (scales) axes.push({ side: 1, scale: scales, label: names[scales], grid: { show: false }, values: amounts, size: axisSize });
+      var faint = { stroke: faded(ink), width: 1 };
+      var axes = [{ space: 90, values: clockLabels, stroke: ink, grid: faint, ticks: faint },
+        { scale: series[0].scale, label: names[series[0].scale], values: amounts, size: axisSize, stroke: ink, grid: faint, ticks: faint }];
+      if (scales) {
+        axes.push({ side: 1, scale: scales, label: names[scales], grid: { show: false }, values: amounts, size: axisSize,
+          stroke: ink, ticks: faint });
+      }
       // Without an axis on the right, room there for half a time label: a
       // label at the right edge was cut ("04:38:00 A").
       var padding = [null, scales ? null : Math.ceil(labelWidth() / 2) + 4, null, null];
@@ -37,6 +44,7 @@
       existing = charts[id] = new uPlot({ width: width, height: 220, series: [x].concat(series), axes: axes,
         padding: padding, scales: ranges, legend: { live: true } }, data, node);
       existing.owner = owner;
+      existing.ink = ink;
       node.uplot = existing; // for the layout test's look at the axes
     }
     // At least SPAN seconds on the x axis, so that a first point or two do
@@ -46,6 +54,11 @@
       var last = t[t.length - 1];
       existing.setScale("x", { min: Math.min(t[0], last - span), max: last + span / 40 });
     }
+  }
+  // A colour ("rgb(r, g, b)", as computed) at a sixth: grid lines and ticks.
+  function faded(color) {
+    var rgb = color.match(/[0-9.]+/g) || ["0", "0", "0"];
+    return "rgba(" + rgb.slice(0, 3).join(", ") + ", 0.16)";
   }
   function fromZero(u, min, max) {
     return [0, max > 0 ? max * 1.1 : 1];
