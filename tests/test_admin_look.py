@@ -104,9 +104,10 @@ def test_an_empty_log_is_a_sentence_and_each_heading_sits_over_its_figures(
     redis_url: str, browser: Any
 ) -> None:
     """An empty activity log read "1. no changes yet", numbered as an
-    entry; the status column's heading sat at the right over a select at
-    the left, "target p95 (ms)" broke into three lines and "wait at the
-    back" into four."""
+    entry (then an unnumbered item of the list: a sentence now); the
+    status column's heading sat at the right over a select at the left,
+    "target p95 (ms)" broke into three lines and "wait at the back" into
+    four."""
 
     async def a_room(store: Store) -> None:
         await store.enter(ROOM, "visitor")
@@ -114,9 +115,11 @@ def test_an_empty_log_is_a_sentence_and_each_heading_sits_over_its_figures(
     in_redis(redis_url, a_room)
     with signed_in(browser, Store(connect(redis_url, 5.0))) as (page, _):
         page.wait_for_selector("tr[data-room=sale]")
-        page.wait_for_selector("#activity li.empty")
-        assert page.text_content("#activity") == "No changes yet."
-        assert page.evaluate(STYLE, "#activity")["listStyle"] == "none"
+        page.wait_for_selector("#activity-empty:visible")
+        assert page.text_content("#activity-empty") == "No changes yet."
+        # A sentence, not an item of the list (a screen reader said "list, 1 item").
+        assert page.locator("#activity").is_hidden()
+        assert page.locator("#activity li").count() == 0
         for column in (2, 12):  # the status (a select) and the health (words): from the left
             assert page.evaluate(STYLE, f"#rooms-table thead th:nth-child({column})")["align"] == "left"
         lines = page.evaluate(

@@ -475,8 +475,10 @@
   }
   function activityList(node, entries) {
     clear(node);
-    // Nothing logged: a sentence, not an entry numbered "1.".
-    if (!entries.length) node.appendChild(el("li", { "class": "note empty" }, "No changes yet."));
+    // Nothing logged: a sentence beside the list, not an item of it (a
+    // screen reader said "list, 1 item").
+    node.hidden = !entries.length;
+    document.getElementById("activity-empty").hidden = entries.length > 0;
     entries.forEach(function (a) {
       var details = changeTexts(a.details);
       // null: an entry of no one room (a run of virtual visitors).
