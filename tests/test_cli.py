@@ -798,6 +798,16 @@ async def test_list_leaves_out_a_room_gone_since_it_was_listed(busy_room: str) -
 
 
 @pytest.mark.anyio
+async def test_show_says_no_estimate_was_checked_yet_in_a_new_room(redis_url: str, store: Store) -> None:
+    """Nobody admitted from the line yet: `show` said the estimates' accuracy
+    was "— of 0 estimates" (an operator's review), where the back office
+    says it in a sentence."""
+    await store.stats(ADAPTIVE)
+    shown = cli("show", "adaptive", url=redis_url).stdout
+    assert "estimates within 20 % of the real wait: none checked yet" in shown, shown
+    assert "of 0 estimates" not in shown
+
+
 async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: Store) -> None:
     """A rate pinned with its interval, then given back to the controller
     (`--auto`): the controller holds the rate, the interval is still the

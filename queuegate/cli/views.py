@@ -373,8 +373,10 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
         whole.append(f"{head}{values['count']:,} ({quantiles})")
         split.append(f"{head}{values['count']:,}\n  {quantiles}")
     estimate = figures["estimate"]
-    accuracy = f"estimates within 20 % of the real wait: {percent(estimate['share'])} of " + count(
-        estimate["checked"], "estimate"
+    accuracy = "estimates within 20 % of the real wait: " + (
+        f"{percent(estimate['share'])} of " + count(estimate["checked"], "estimate")
+        if estimate["checked"]
+        else "none checked yet (nobody admitted from the line)"  # not "— of 0 estimates"
     )
     waits = Fitted(
         (Text("\n".join([*whole, accuracy]), no_wrap=True), None), (Text("\n".join([*split, accuracy])), None)
