@@ -127,6 +127,12 @@ async def test_the_secret_signs_in_and_a_wrong_one_does_not(store: Store) -> Non
         wrong = await stranger.post("/ops/login", data={"secret": "not-the-secret"})
         assert wrong.status_code == 401
         assert "not the back office's secret" in wrong.text
+        assert 'value=""' in wrong.text
+        # The name typed is kept for the next try, escaped (it was cleared:
+        # an operator's review); only the secret was wrong.
+        named = await stranger.post("/ops/login", data={"secret": "nope", "name": 'Ada "><script>'})
+        assert 'value="Ada &quot;&gt;&lt;script&gt;"' in named.text
+        assert "<script>" not in named.text
         # A sign-in posted from another site is refused.
         elsewhere = await stranger.post(
             "/ops/login", data={"secret": SECRET}, headers={"origin": "https://evil.test"}

@@ -157,7 +157,7 @@ class BackOffice:
     async def login(self, request: Request) -> Response:
         if not self.guard.login_form:
             return _error("sign in through the app (this back office uses the app's own auth)", 404)
-        failed = ""
+        failed = name = ""
         if request.method == "POST":
             if not same_origin(request):
                 return _error("the sign-in did not come from this site", 403)
@@ -175,7 +175,13 @@ class BackOffice:
                 )
                 return response
             failed = '<p class="error" role="alert">That is not the back office\'s secret.</p>'
-        body = LOGIN.replace("{{root}}", html.escape(self._root(request))).replace("{{failed}}", failed)
+            # The name typed is kept for the next try (only the secret is wrong).
+            name = form.get("name", [""])[0][:40]
+        body = (
+            LOGIN.replace("{{root}}", html.escape(self._root(request)))
+            .replace("{{failed}}", failed)
+            .replace("{{name}}", html.escape(name))
+        )
         return HTMLResponse(body, 401 if failed else 200, headers=_page_headers())
 
     async def logout(self, request: Request) -> Response:
