@@ -19,6 +19,14 @@ Two more races are closed:
 - a new subscription: revocations before it were not heard, so the copy is
   emptied when the last one was lost and no reply read before the new one
   is copied.
+
+And for outages: each admission ended early that the process heard of
+(a leave, a release, a remove) is remembered with its Redis time
+(``ended_at``, the last ``MAX_ENTRIES``), and kept when the subscription is
+lost: a visitor whose cookie still carries that admission is not let
+through while Redis does not answer (queuegate.decisions). What the
+process did not hear of (it ended while the subscription was down, or
+after the outage began) it cannot know.
 """
 
 from __future__ import annotations
@@ -53,6 +61,9 @@ class LocalAdmissions:
         # time.monotonic(), never later than Redis's)
         self._until: dict[tuple[str, str], tuple[int, float]] = {}
         self._revoked: dict[tuple[str, str], int] = {}  # (room, visitor or "*") -> Redis ms
+        # (room, visitor) -> when its admission was ended early (Redis ms),
+        # oldest first: for outages, when no reply can say so.
+        self._ended: dict[tuple[str, str], int] = {}
         self.hits = 0
 
     def admitted_until(self, room: str, visitor: str) -> int | None:
@@ -94,6 +105,20 @@ class LocalAdmissions:
     def forget(self, room: str, visitor: str) -> None:
         """This process ended the admission itself (release, leave)."""
         self._until.pop((room, visitor), None)
+        self._ended_now(room, visitor, self._redis_now())
+
+    def ended_at(self, room: str, visitor: str) -> int | None:
+        """When (Redis ms) this process last heard that the visitor's
+        admission was ended early, if it remembers; else None."""
+        return self._ended.get((room, visitor))
+
+    def _ended_now(self, room: str, visitor: str, at_ms: int) -> None:
+        key = (room, visitor)
+        self._ended.pop(key, None)  # (to the end: the newest)
+        self._ended[key] = at_ms
+        if len(self._ended) > MAX_ENTRIES:
+            for old in list(self._ended)[: MAX_ENTRIES // 2]:
+                del self._ended[old]
 
     def revoke(self, room: str, visitor: str, at_ms: int) -> None:
         if visitor == "*":
@@ -103,11 +128,13 @@ class LocalAdmissions:
                 self._on_reset(room)
         else:
             self._until.pop((room, visitor), None)
+            self._ended_now(room, visitor, at_ms)
         self._revoked[(room, visitor)] = at_ms
         if len(self._revoked) > 10_000:
             horizon = self._redis_now() - REMEMBER_MS
             self._revoked = {key: at for key, at in self._revoked.items() if at >= horizon}
 
     def clear(self) -> None:
-        """The subscription was lost: revocations may go unheard."""
+        """The subscription was lost: revocations may go unheard (those
+        heard are still known: ``ended_at``)."""
         self._until.clear()

@@ -206,14 +206,28 @@ class Decisions:
         """Redis did not answer. A visitor whose cookie carries an admission
         that has not ended yet (by Redis's clock as last seen) passes, so an
         outage throws nobody out mid-checkout; nothing can be released or
-        renewed meanwhile. Others get the room's fail mode."""
+        renewed meanwhile; but not one this process heard was ended early
+        (a leave, a release, a remove) after that admission began (a
+        session's length before its end: a cookie kept after leaving passed
+        for the rest of its session). Others get the room's fail mode."""
         if room.fail == "open":
             return None, []
-        if who.visitor is not None and who.until_ms > self.gate.store.redis_now_ms():
+        if (
+            who.visitor is not None
+            and who.until_ms > self.gate.store.redis_now_ms()
+            and not self._ended_after_admitted(room, who.visitor, who.until_ms)
+        ):
             self.gate.counters["outage_passed"] += 1
             scope["queuegate"] = Admission(room.name, who.visitor, who.until_ms, self.gate)
             return None, []
         return self.gate.answers.unavailable(room, scope, as_json), []
+
+    def _ended_after_admitted(self, room: Room, visitor: str, until_ms: int) -> bool:
+        """Whether this process heard the admission that ends at
+        ``until_ms`` was ended early: an end heard after it began, a
+        session (the room's from code) before ``until_ms``."""
+        ended = self.gate.store.admissions.ended_at(room.name, visitor)
+        return ended is not None and until_ms - room.session * 1000 <= ended
 
     def cookie(self, scope: Scope, room: Room, who: Visitor, asked: str, outcome: Outcome) -> Headers:
         """The room's cookie for ``outcome``, the answer to ``who`` asking as

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections import Counter
 
 import pytest
 
-from queuegate import Room
+from queuegate import Room, Store
 from queuegate.embedded import EmbeddedServer
+from queuegate.store import connect
 
-from .conftest import MakeGate, call_asgi, http_scope
+from .conftest import MakeGate, call_asgi, http_scope, lifespan_app, running
 from .stalls import Stalls
 
 pytestmark = pytest.mark.anyio
@@ -87,3 +89,51 @@ async def test_admitted_visitors_pass_through_an_outage_until_their_sessions_end
     print(f"\noutage {OUTAGE:.0f} s: {dict(seen)}; slowest answer {slowest * 1000:.0f} ms")
     for outcome in ("admitted 200", "short 200", "short 503", "newcomer 503"):
         assert seen[outcome] > 0, outcome
+
+
+async def test_a_visitor_who_left_is_not_let_through_an_outage(
+    make_gate: MakeGate, own_server: EmbeddedServer
+) -> None:
+    """An auditor: a visitor who left (their cookie kept, replayed) passed
+    the gate for the rest of their session while Redis did not answer, in
+    every process, the one that served the leave among them: the cookie's
+    admission was trusted, though the process had heard it end. An end
+    heard before the outage is remembered: that cookie gets the fail mode,
+    while a visitor still admitted passes. (Heard here from another
+    process's leave, through the subscription.)"""
+    room = Room("long", paths=["/long*"], capacity=3, session=600, client_limit=0)
+    gate = await make_gate(lifespan_app, rooms=[room], redis=own_server.url, timeout=TIMEOUT)
+    other = Store(connect(own_server.url, 5.0))  # another process
+    try:
+        async with running(gate):
+
+            async def get(cookie: str = "") -> tuple[int, str]:
+                headers = [(b"cookie", cookie.encode())] if cookie else []
+                status, answer, _ = await call_asgi(gate, http_scope("/long", headers=headers))
+                return status, answer.get("set-cookie", "").split(";")[0]
+
+            gate.store.invalidations.start()  # (else at the first request)
+            await asyncio.wait_for(gate.store.invalidations.subscribed.wait(), 5)
+            status, stays = await get()
+            assert status == 200
+            status, leaves = await get()
+            assert status == 200
+            scope = http_scope("/long", headers=[(b"cookie", leaves.encode())])
+            visitor = (await gate.visitors.read(room, scope)).visitor
+            assert visitor is not None
+            assert gate.store.admissions.admitted_until("long", visitor) is not None  # copied
+            assert await other.leave("long", visitor)
+            deadline = time.monotonic() + 5
+            while gate.store.admissions.admitted_until("long", visitor) is not None:  # the leave heard
+                assert time.monotonic() < deadline, "the leave was not heard"
+                await asyncio.sleep(0.02)
+            os.kill(own_server.process.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+            try:
+                for _ in range(3):
+                    assert (await get(stays))[0] == 200
+                    assert (await get(leaves))[0] == 503
+                    await asyncio.sleep(0.5)
+            finally:
+                os.kill(own_server.process.pid, signal.SIGCONT)  # type: ignore[union-attr]
+    finally:
+        await other.aclose()
