@@ -279,6 +279,54 @@ def test_the_page_says_when_the_line_cannot_be_checked_and_keeps_the_place(
             # the place again once Redis answers.
             until(page, "document.getElementById('qg-trouble').hidden", 40)
             assert page.text_content("#qg-position") == "1"
+            # Screen readers hear the place again: the outage is over.
+            said_now = page.text_content("#qg-say") or ""
+            assert said_now.startswith("Your place in line: 1."), said_now
             assert "/checkout" in page.url
         finally:
             context.close()
+
+
+def test_the_pre_queue_says_when_the_line_cannot_be_checked(
+    own_server: EmbeddedServer, browser: Browser
+) -> None:
+    """The pre-queue's page, counting down to a scheduled opening, says so
+    too when Redis hangs (its polls fail), in a status, and takes it down
+    once a poll answers; the countdown goes on."""
+    gate = QueueGate(
+        lifespan_app,
+        # abandon 3 s: the page polls every second.
+        rooms=[
+            Room(
+                "drop",
+                paths=["/checkout*"],
+                rate=1,
+                per=3600,
+                client_limit=0,
+                abandon=3,
+                opens_at=time.time() + 3600,
+            )
+        ],
+        secret_key=SECRET,
+        redis=own_server.url,
+        cookie_secure=False,
+        environ={},
+    )
+    with served(gate) as base:
+        page = browser.new_page()
+        try:
+            page.goto(base + "/checkout")
+            assert page.is_hidden("#qg-trouble")
+            assert page.get_attribute("#qg-trouble", "role") == "status"
+            countdown = page.text_content("#qg-countdown")
+            hang(own_server)
+            try:
+                until(page, "!document.getElementById('qg-trouble').hidden", 30)
+                assert "We cannot check the line right now" in (page.text_content("#qg-trouble") or "")
+                assert page.text_content("#qg-countdown") != countdown
+            finally:
+                resume(own_server)
+            until(page, "document.getElementById('qg-trouble').hidden", 70)
+            assert page.text_content("#qg-trouble") == ""
+        finally:
+            page.close()
