@@ -9,7 +9,7 @@
 -- ARGV[5] counter to increment in the state hash ('released' or 'left')
 -- ARGV[6] the operator who asks, for the room's activity log (activity.lua);
 --         "" (the visitor's own release or leave): no entry; nor for a
---         release that ended nothing
+--         release of one still in line (it changes nothing)
 --
 -- Returns 1 if the visitor held a place it took (active, or for `leave`
 -- waiting), else 0.
@@ -22,7 +22,8 @@ local held = 0
 -- released and took their place); but in a passthrough room, where one in
 -- line is let through (enter.lua) and the app releases them when done,
 -- it takes the place as before.
-if not (seq and ARGV[5] == 'released' and status ~= 'passthrough') then
+local acts = not (seq and ARGV[5] == 'released' and status ~= 'passthrough')
+if acts then
   local was_active = redis.call('ZREM', KEYS[4], id)
   held = was_active + redis.call('ZREM', KEYS[2], id)
   if seq and ARGV[5] == 'left' then analytics_gave_up(seq, now) end
@@ -42,9 +43,10 @@ if not (seq and ARGV[5] == 'released' and status ~= 'passthrough') then
 end
 settled = true
 save_state()
--- A release that ended nothing changed nothing: not logged (the caller is
--- told, by the 0). A remove is, either way: it revoked every copy.
-if held > 0 or ARGV[5] == 'left' then
+-- A release of one still in line changed nothing: not logged (the caller is
+-- told, by the 0). Anything else is, holding a place or not: it revoked
+-- any copy of an admission the app's processes hold.
+if acts then
   note_activity(ARGV[6] or '', ARGV[5] == 'left' and 'remove' or 'release',
     '{"visitor":' .. cjson.encode(id) .. ',"held_a_place":' .. (held > 0 and 'true' or 'false') .. '}')
 end

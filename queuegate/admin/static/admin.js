@@ -30,7 +30,7 @@
     var m = document.getElementById(where || "message");
     m.textContent = text; m.classList.toggle("error", Boolean(error));
     // In sight (a form's button near the window's edge left it below).
-    if (where && m.scrollIntoView) m.scrollIntoView({ block: "nearest" });
+    if (where && text && m.scrollIntoView) m.scrollIntoView({ block: "nearest" });
   }
   function csrf() {
     var found = document.cookie.split("; ").filter(function (c) { return c.indexOf("queuegate_admin_csrf=") === 0; })[0];
@@ -539,6 +539,8 @@
   function select(room) {
     selected = room;
     document.getElementById("seed-out").textContent = "";
+    // What was said of the last room's forms is not said of this one's.
+    ["settings-message", "visitor-message", "line-message"].forEach(function (id) { say("", false, id); });
     document.getElementById("activity-room-name").textContent = "room " + room;
     Array.prototype.forEach.call(document.querySelectorAll("#rooms tr"), function (tr) {
       tr.className = tr.getAttribute("data-room") === room ? "selected" : "";
@@ -663,7 +665,8 @@
       simulationStatus(d.simulation);
       ticks += 1;
     }).catch(function (err) {
-      if (!loaded) note("could not load the rooms: " + err.message + " (trying again)");
+      // (Why is in the banner above: said once, not twice.)
+      if (!loaded) note("could not load the rooms (see above); trying again every 2 s");
       unreachable(err);
     });
     api("GET", "api/activity?count=30").then(function (d) {
@@ -724,8 +727,8 @@
     api("POST", "api/simulate", { visitors: Number(document.getElementById("sim-visitors").value),
       path: document.getElementById("sim-path").value, give_up: Number(document.getElementById("sim-give-up").value),
       leave: document.getElementById("sim-leave").checked })
-      .then(function () { say("Virtual visitors launched.", false, "sim-status"); refresh(); })
-      .catch(function (err) { say(err.message, true, "sim-status"); });
+      .then(function () { say("Virtual visitors launched.", false, "sim-message"); refresh(); })
+      .catch(function (err) { say(err.message, true, "sim-message"); });
   });
   window.addEventListener("resize", function () { drawLive(); if (detail) drawMinutes(detail.analytics.minutes, detail.stats); });
   refresh();
