@@ -212,22 +212,21 @@ class Decisions:
         for the rest of its session). Others get the room's fail mode."""
         if room.fail == "open":
             return None, []
-        if (
-            who.visitor is not None
-            and who.until_ms > self.gate.store.redis_now_ms()
-            and not self._ended_after_admitted(room, who.visitor, who.until_ms)
-        ):
+        if who.visitor is not None and self.admitted_in_outage(room, who):
             self.gate.counters["outage_passed"] += 1
             scope["queuegate"] = Admission(room.name, who.visitor, who.until_ms, self.gate)
             return None, []
         return self.gate.answers.unavailable(room, scope, as_json), []
 
-    def _ended_after_admitted(self, room: Room, visitor: str, until_ms: int) -> bool:
-        """Whether this process heard the admission that ends at
-        ``until_ms`` was ended early: an end heard after it began, a
-        session (the room's from code) before ``until_ms``."""
-        ended = self.gate.store.admissions.ended_at(room.name, visitor)
-        return ended is not None and until_ms - room.session * 1000 <= ended
+    def admitted_in_outage(self, room: Room, who: Visitor) -> bool:
+        """Whether ``who`` passes while Redis does not answer: their cookie
+        carries an admission not ended yet, and this process did not hear
+        it end early (an end heard after it began: a session, the room's
+        from code, before its end)."""
+        if who.visitor is None or who.until_ms <= self.gate.store.redis_now_ms():
+            return False
+        ended = self.gate.store.admissions.ended_at(room.name, who.visitor)
+        return ended is None or who.until_ms - room.session * 1000 > ended
 
     def cookie(self, scope: Scope, room: Room, who: Visitor, asked: str, outcome: Outcome) -> Headers:
         """The room's cookie for ``outcome``, the answer to ``who`` asking as

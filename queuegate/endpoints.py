@@ -20,6 +20,7 @@ from .feeds import Feeds
 from .pages import Page, send_page
 from .settings import Room
 from .store import Outcome, StoreError
+from .streams import HEADERS as STREAM_HEADERS
 from .streams import serve
 from .visitors import Visitor
 
@@ -158,6 +159,11 @@ class Endpoints:
             await self._leave(room, who.visitor, scope, as_json, send)
         elif who.visitor is None:
             await send_page(self.gate.pages.state(name, "none"), send)
+        elif action == "stream" and scope["method"].upper() == "HEAD":
+            # A stream's headers, and no stream: a HEAD never ends
+            # otherwise (its body is dropped, and a stream has no end).
+            await send({"type": "http.response.start", "status": 200, "headers": STREAM_HEADERS})
+            await send({"type": "http.response.body", "body": b""})
         elif action == "stream":
             await self._stream(room, who, scope, receive, send)
         else:
@@ -168,7 +174,14 @@ class Endpoints:
             cookie = (
                 [] if outcome is None else self.gate.decisions.cookie(scope, room, who, who.visitor, outcome)
             )
-            await send_page(self._status_page(room, outcome, scope), send, cookie)
+            if outcome is None and self.gate.decisions.admitted_in_outage(room, who):
+                # Redis away: what the gate does with the visitor's requests
+                # (it lets them through: said 'unavailable' before).
+                left = max(0, (who.until_ms - self.gate.store.redis_now_ms()) // 1000)
+                page = self.gate.pages.state(name, "active", expires_in_seconds=left)
+            else:
+                page = self._status_page(room, outcome, scope)
+            await send_page(page, send, cookie)
 
     async def _place(self, room: Room, who: Visitor) -> Outcome | None:
         """A visitor's place, never joining the line; None if Redis did not answer."""

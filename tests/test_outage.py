@@ -9,6 +9,7 @@ figures in the README come from a 30 s run with ``pytest -s``)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -99,8 +100,9 @@ async def test_a_visitor_who_left_is_not_let_through_an_outage(
     every process, the one that served the leave among them: the cookie's
     admission was trusted, though the process had heard it end. An end
     heard before the outage is remembered: that cookie gets the fail mode,
-    while a visitor still admitted passes. (Heard here from another
-    process's leave, through the subscription.)"""
+    while a visitor still admitted passes, and the status endpoint says so
+    of each (it said 'unavailable' of one the gate let through). (Heard
+    here from another process's leave, through the subscription.)"""
     room = Room("long", paths=["/long*"], capacity=3, session=600, client_limit=0)
     gate = await make_gate(lifespan_app, rooms=[room], redis=own_server.url, timeout=TIMEOUT)
     other = Store(connect(own_server.url, 5.0))  # another process
@@ -132,6 +134,12 @@ async def test_a_visitor_who_left_is_not_let_through_an_outage(
                 for _ in range(3):
                     assert (await get(stays))[0] == 200
                     assert (await get(leaves))[0] == 503
+                    # The status endpoint says what the gate does (it said
+                    # 'unavailable' of one it let through).
+                    for cookie, said in ((stays, (200, "active")), (leaves, (503, "unavailable"))):
+                        scope = http_scope("/_queuegate/status/long", headers=[(b"cookie", cookie.encode())])
+                        status, _, body = await call_asgi(gate, scope)
+                        assert (status, json.loads(body)["state"]) == said
                     await asyncio.sleep(0.5)
             finally:
                 os.kill(own_server.process.pid, signal.SIGCONT)  # type: ignore[union-attr]

@@ -114,6 +114,31 @@ def test_a_stream_without_a_place_says_so_and_ends(redis_url: str) -> None:
         assert stranger.post(base + "/_queuegate/stream/sale").status_code == 405
 
 
+def test_a_head_of_a_stream_ends_at_once(redis_url: str) -> None:
+    """A HEAD of the stream of a visitor in line gets the stream's headers
+    and ends: it held its connection and one of the visitor's streams until
+    the client hung up, even with `Connection: close` (an auditor, on h11
+    and hypercorn). Sent raw: the server, not the client, ends it."""
+    import socket
+
+    with served(gate_for(redis_url)) as base, httpx.Client() as holder, httpx.Client() as waiter:
+        holder.get(base + "/checkout")
+        waiter.get(base + "/checkout")
+        host, port = base.removeprefix("http://").split(":")
+        cookie = f"qg_sale={waiter.cookies['qg_sale']}"
+        with socket.create_connection((host, int(port)), timeout=5) as raw:
+            raw.sendall(
+                f"HEAD /_queuegate/stream/sale HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
+            answer = b""
+            while chunk := raw.recv(4096):  # ends when the server closes (a timeout raises)
+                answer += chunk
+        head = answer.decode().lower()
+        assert head.startswith("http/1.1 200"), head
+        assert "content-type: text/event-stream" in head
+
+
 def test_one_visitor_cannot_multiply_streams(redis_url: str) -> None:
     """Each stream makes status calls: a visitor holds at most 4 at once in a
     process; the next is told so (429) and its page polls instead."""
