@@ -64,7 +64,13 @@ def _values(raw: bytes, name: bytes) -> list[bytes]:
             key, equals, rest = pair.partition(b"=")
             if equals and key.strip() == name:
                 words = rest.split(None, 1)
-                values.append(words[0] if words else b"")
+                value = words[0] if words else b""
+                # A value in double quotes (RFC 6265's cookie-value allows
+                # them; some clients quote): the value within, as the
+                # frameworks read it (it was no cookie: a newcomer each time).
+                if len(value) >= 2 and value[:1] == b'"' and value[-1:] == b'"':
+                    value = value[1:-1]
+                values.append(value)
     return values
 
 
@@ -78,9 +84,10 @@ def cookie(scope: Scope, name: bytes) -> str | None:
     """The last value of cookie ``name`` in the request's Cookie header(s).
 
     Pairs are split on ';' and at their first '=', as the frameworks'
-    parsers do; white space around names and values is ignored, and a value
-    ends at white space. (Split and partition: a regular expression over the
-    header took three times as long, on every gated request.)"""
+    parsers do; white space around names and values is ignored, a value
+    ends at white space, and one in double quotes is the value within.
+    (Split and partition: a regular expression over the header took three
+    times as long, on every gated request.)"""
     value = None
     for header, raw in scope["headers"]:
         if header == b"cookie":

@@ -134,7 +134,8 @@ def test_a_remembered_header_follows_the_keys() -> None:
 
 def test_the_last_cookie_of_the_room_counts_in_one_header_or_several() -> None:
     """As the frameworks' parsers: the last value of the room's cookie,
-    across several Cookie headers too (HTTP/2 may split them)."""
+    across several Cookie headers too (HTTP/2 may split them), within its
+    double quotes if it has them (an auditor's finding)."""
     visitors = visitors_with([KEY])
     first = visitors.tokens.issue("sale", "FirstVisitor0000")
     last = visitors.tokens.issue("sale", "LastVisitor00000")
@@ -142,6 +143,9 @@ def test_the_last_cookie_of_the_room_counts_in_one_header_or_several() -> None:
         scope_with(f"qg_sale={first}; qg_sale={last}".encode()),
         scope_with(f"qg_sale={first}".encode(), f"qg_sale={last}".encode()),
         scope_with(f"qg_sale={first}".encode(), b"theme=dark", f" qg_sale = {last} ".encode()),
+        # Quoted (RFC 6265 allows it; Starlette reads the value within): it
+        # was no cookie, and the visitor a newcomer at each request.
+        scope_with(f'qg_sale={first}; qg_sale="{last}"'.encode()),
     ):
         for _ in range(2):  # read, then remembered
             found = visitors.token(ROOM, scope)
