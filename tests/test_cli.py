@@ -808,6 +808,7 @@ async def test_show_says_no_estimate_was_checked_yet_in_a_new_room(redis_url: st
     assert "of 0 estimates" not in shown
 
 
+@pytest.mark.anyio
 async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: Store) -> None:
     """A rate pinned with its interval, then given back to the controller
     (`--auto`): the controller holds the rate, the interval is still the
