@@ -111,6 +111,10 @@ class Endpoints:
         self._pattern = re.compile(
             re.escape(endpoint) + r"/(status|leave|stream|join)/([A-Za-z0-9_-]{1,100})"
         )
+        # What else names an action is the gate's too, answered "no such
+        # room" (a trailing slash, no room, a name no room can have, more
+        # after it): given to the app, it was a join where a room covers it.
+        self._claimed = re.compile(re.escape(endpoint) + r"/(status|leave|stream|join)(?:/.*)?", re.DOTALL)
         self._prefix = endpoint + "/"
         # A page polls the same route every few seconds (bounded: the room
         # part of a route is the client's to choose).
@@ -119,7 +123,9 @@ class Endpoints:
         self._streams: dict[tuple[str, str], int] = {}  # (room, visitor) -> open streams here
 
     def match(self, route: str) -> tuple[str, str] | None:
-        """(action, room name) for a route path under the endpoint, if any."""
+        """(action, room name) for a route path under the endpoint, if any;
+        the name is "" for a route that names an action but no room's name
+        in the one form the endpoints take (answered 404)."""
         if not route.startswith(self._prefix):
             return None
         if len(route) <= CACHED_ROUTE_LENGTH:
@@ -128,10 +134,13 @@ class Endpoints:
 
     def _match(self, route: str) -> tuple[str, str] | None:
         found = self._pattern.fullmatch(route)
-        return None if found is None else (found[1], found[2])
+        if found is not None:
+            return found[1], found[2]
+        claimed = self._claimed.fullmatch(route)
+        return None if claimed is None else (claimed[1], "")
 
     async def serve(self, action: str, name: str, scope: Scope, receive: Receive, send: Send) -> None:
-        room = self.gate.rooms.room(name)
+        room = self.gate.rooms.room(name) if name else None
         posted = action in ("leave", "join")
         as_json = action != "leave" or wants_json(scope)
         if room is None:

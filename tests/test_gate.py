@@ -346,6 +346,34 @@ async def test_status_poll_does_not_join(make_gate: MakeGate) -> None:
 
 
 @pytest.mark.parametrize(
+    ("method", "route"),
+    [
+        ("GET", "/_queuegate/status/sale/"),
+        ("GET", "/_queuegate/status/"),
+        ("GET", "/_queuegate/status"),
+        ("GET", "/_queuegate/status/sale/more"),
+        ("GET", "/_queuegate/status/sa%20le"),
+        ("GET", "/_queuegate/stream/sale/"),
+        ("POST", "/_queuegate/leave/sale/"),
+        ("POST", "/_queuegate/join/sale/"),
+    ],
+)
+async def test_an_endpoint_in_another_form_is_no_room_and_takes_no_place(
+    make_gate: MakeGate, method: str, route: str
+) -> None:
+    # A room covering every path: a form the endpoints do not take, given
+    # to the app, was a request to a gated page, and a newcomer's join.
+    gate = await make_gate(rooms=[Room("sale", paths=["/*"], rate=1, per=60.0)])
+    async with client_for(gate) as first, client_for(gate) as second:
+        await first.get("/checkout")
+        answer = await second.request(method, route, headers={"accept": "application/json"})
+        assert answer.status_code == 404, route
+        assert answer.json()["state"] == "not_found"
+        assert "qg_sale" not in answer.cookies
+    assert int((await gate.rooms["sale"].stats())["waiting"]) == 0
+
+
+@pytest.mark.parametrize(
     "path",
     [
         "/checkout",
