@@ -427,7 +427,7 @@ async def test_show_and_list_mark_each_setting_set_at_run_time_with_the_codes_va
 async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str, store: Store) -> None:
     await store.stats(Room("sale", paths=["/checkout*"], rate=2, per=1.0))
     changed = cli("set", "sale", "--rate", "5", url=redis_url)
-    assert changed.stdout == "sale: rate=5, per=1.0 (per kept with it: rate and per are one pair)\n"
+    assert changed.stdout == "sale: rate=5, per=1 (per kept with it: rate and per are one pair)\n"
     # Listed as the pair, which only --rate set ("rate, per set at run
     # time" read as if --per had been given too).
     listed = cli("list", url=redis_url).stdout.splitlines()
@@ -438,7 +438,7 @@ async def test_set_keeps_rate_and_per_as_one_pair_and_resets_all(redis_url: str,
         r"^ +rate +5 visitors every 1 s +set at run time; code: 2 visitors every 1 min$", text, re.M
     )
     reset = cli("set", "sale", "--reset", "per", url=redis_url)
-    said = "sale: per back to the code's (60.0), rate back to the code's (2)"
+    said = "sale: per back to the code's (60), rate back to the code's (2)"
     assert reset.stdout == said + " (rate reset with it: rate and per are one pair)\n"
     assert json.loads(cli("show", "sale", "--json", url=redis_url).stdout)["run_time"] == {}
     cli("set", "sale", "--per", "2", "--status", "paused", "--max-step", "10", url=redis_url)
@@ -823,11 +823,11 @@ async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: St
     ), fresh
     said = cli("set", "adaptive", "--rate", "3", "--per", "2", url=redis_url).stdout
     assert said == (
-        "adaptive: rate=3, per=2.0, pinned: the controller no longer moves it (`--auto` gives it back)\n"
+        "adaptive: rate=3, per=2, pinned: the controller no longer moves it (`--auto` gives it back)\n"
     )
     # Pinned already, or its controller switched off in the same change: no news.
     again = cli("set", "adaptive", "--rate", "4", "--per", "2", url=redis_url).stdout
-    assert again == "adaptive: rate=4, per=2.0\n"
+    assert again == "adaptive: rate=4, per=2\n"
     pinned = cli("show", "adaptive", url=redis_url).stdout
     assert re.search(r"^ +rate +4 visitors every 2 s +set at run time; code: ", pinned, re.M), pinned
     # A room with a target lets its rate in evenly: 2 each second, not 4 every 2 s.
@@ -855,7 +855,7 @@ async def test_a_change_that_may_flood_or_starve_the_room_is_said_and_made(busy_
     and said beside what was applied; a plain change says nothing more."""
     calm = cli("set", "sale", "--rate", "3", url=busy_room)
     assert calm.returncode == 0
-    assert calm.stdout == "sale: rate=3, per=60.0 (per kept with it: rate and per are one pair)\n"
+    assert calm.stdout == "sale: rate=3, per=60 (per kept with it: rate and per are one pair)\n"
     flood = cli("set", "sale", "--rate", "100", "--per", "1", url=busy_room)
     assert flood.returncode == 0
     assert flood.stdout.splitlines()[1:] == [
@@ -900,7 +900,7 @@ async def test_a_change_made_and_not_read_after_says_so_and_is_no_failure(
     finally:
         await proxy.close()
     assert said == (
-        "sale: rate=3, per=60.0 (per kept with it: rate and per are one pair)\n"
+        "sale: rate=3, per=60 (per kept with it: rate and per are one pair)\n"
         "warning: the room could not be read after the change to say what it risks: check it with show"
     )
     assert (await store.stats("sale"))["rate"] == 3

@@ -77,8 +77,8 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
 
 
 def _shown(written: dict[str, str], after: dict[str, Any]) -> str:
-    """Fields as configure.lua wrote them, for people: ``rate=5, per=1.0``
-    (seconds for durations); a reset one with the code's value it is back
+    """Fields as configure.lua wrote them, for people: ``rate=5, per=1``
+    (seconds for durations, whole ones without a decimal point); a reset one with the code's value it is back
     to, from the room's stats ``after`` the change (when read)."""
     shown = []
     for name, value in written.items():
@@ -91,11 +91,16 @@ def _shown(written: dict[str, str], after: dict[str, Any]) -> str:
         elif value == "":
             code = after.get(name)
             shown.append(
-                f"{name} back to the code's" + ("" if code is None else f" ({readable(name, code)})")
+                f"{name} back to the code's" + ("" if code is None else f" ({_plain(readable(name, code))})")
             )
         else:
-            shown.append(f"{name}={readable(name, int(value)) if value.isdigit() else value}")
+            shown.append(f"{name}={_plain(readable(name, int(value))) if value.isdigit() else value}")
     return ", ".join(shown)
+
+
+def _plain(value: Any) -> Any:
+    """10 for 10.0 (a duration of whole seconds); any other value as it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 # A visitor id that holds no place (mistyped, admitted and gone, already
