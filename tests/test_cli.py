@@ -831,7 +831,8 @@ async def test_show_says_who_set_each_half_of_the_rate(redis_url: str, store: St
     pinned = cli("show", "adaptive", url=redis_url).stdout
     assert re.search(r"^ +rate +4 visitors every 2 s +set at run time; code: ", pinned, re.M), pinned
     # A room with a target lets its rate in evenly: 2 each second, not 4 every 2 s.
-    assert re.search(r"^ +tokens +\d of 2 left this 1 s step \(the rate let in evenly", pinned, re.M), pinned
+    evenly = r"^ +tokens +\d left this 1 s step, then 2 a step \(the rate let in evenly"
+    assert re.search(evenly, pinned, re.M), pinned
     assert cli("set", "adaptive", "--auto", url=redis_url).returncode == 0
     auto = cli("show", "adaptive", url=redis_url).stdout
     assert re.search(
@@ -1036,3 +1037,17 @@ def test_who_is_in_the_room_wraps_where_even_a_split_line_does_not_fit() -> None
     assert all(i in flat for i in ids), text
     assert "(#1,234,567)" in flat, text
     assert any(line.lstrip().startswith("1 ") for line in text.splitlines()), text
+
+
+@pytest.mark.anyio
+async def test_show_says_the_tokens_left_are_the_intervals_and_the_new_rate_the_next(
+    redis_url: str, store: Store
+) -> None:
+    """After `set --rate 30` in an interval of 2 with one spent, show said
+    "1 of 30 left this interval": the 1 is the old rate's, the 30 the next
+    interval's (a newcomer's trial)."""
+    room = Room("sale", paths=["/checkout*"], rate=2, per=600.0)
+    await store.enter(room, "someone")
+    assert cli("set", "sale", "--rate", "30", url=redis_url).returncode == 0
+    text = cli("show", "sale", url=redis_url).stdout
+    assert re.search(r"^ +tokens +1 left this interval, then 30 an interval$", text, re.M), text

@@ -341,11 +341,14 @@ async def _show(ask: Bounded, args: argparse.Namespace) -> Output:
     if stats["tokens"] >= 0:
         step = stats.get("step", stats["per"])
         if step == stats["per"]:
-            line.add_row("tokens", f"{stats['tokens']:,} of {stats['rate']:,} left this interval")
+            # What is left is the interval's own: after a change of rate,
+            # of the rate before it ("1 of 30" read as the new rate's).
+            left = f"{stats['tokens']:,} left this interval, then {stats['rate']:,} an interval"
+            line.add_row("tokens", left)
         else:  # a room with a health target lets its rate in evenly (advance.lua)
             line.add_row(
                 "tokens",
-                f"{stats['tokens']:,} of {stats['step_n']:,} left this {milliseconds(step)} step "
+                f"{stats['tokens']:,} left this {milliseconds(step)} step, then {stats['step_n']:,} a step "
                 "(the rate let in evenly, as a room with a health target is)",
             )
     totals = _grid()
