@@ -68,7 +68,7 @@ class Page(NamedTuple):
     poll, and a frozen dataclass sets each field through object.__setattr__)."""
 
     status: int
-    headers: Headers
+    headers: Sequence[tuple[bytes, bytes]]
     body: bytes
 
 
@@ -212,7 +212,7 @@ class Pages:
         ]
 
     @staticmethod
-    def _json(status: int, headers: Headers, payload: Mapping[str, Any]) -> Page:
+    def _json(status: int, headers: Sequence[tuple[bytes, bytes]], payload: Mapping[str, Any]) -> Page:
         return Page(status, headers, _JSON.encode(payload).encode())
 
     def waiting(
@@ -236,7 +236,7 @@ class Pages:
         language = language or language_for(DEFAULT)
         status = self.waiting_status if status is None else status
         poll = max(1, math.ceil(outcome.poll_ms / 1000))
-        headers = list(self._line_headers(as_json, poll, language.tag))
+        headers = self._line_headers(as_json, poll, language.tag)  # copied as it is sent
         if outcome.state == "prequeue":
             return self._prequeue(
                 title, room, outcome, status, headers, poll, status_url, leave_url, as_json, language
@@ -275,14 +275,11 @@ class Pages:
                 )
             )
             return Page(status, headers, text.encode())
-        room_values = (
-            ("title", title),
-            ("status_url", status_url),
-            ("leave_url", leave_url),
-            ("stream_url", stream_url),
-            *_labels(language, lottery),
+        # Its key flat: a tuple of tuples is hashed again, pair by pair, at
+        # every lookup.
+        moment = self._for_moment(
+            language, title, status_url, leave_url, stream_url, lottery, paused, poll, outcome.now_ms // 1000
         )
-        moment = self._for_moment(language, room_values, poll, outcome.now_ms // 1000)
         # Only the answer's own values are left: each escaped (a place and
         # the people ahead are new for every newcomer, made escaped by the
         # language; the cache is for the texts that repeat).
@@ -292,9 +289,6 @@ class Pages:
                 _escaped(language.text(LOTTERY_AHEAD)) if lottery else language.ahead_html(outcome.rank)
             ),
             "eta_text": language.eta_html(outcome.eta_ms),
-            "line_state": "paused" if paused else "",
-            "heading": _texts(language)["t_paused_heading" if paused else "t_in_line"],
-            "tab": _tab(language, _escaped(title), "paused_heading" if paused else "in_line"),
             "notice": _rejoined(language) if rejoined else "",
         }
         return Page(status, headers, moment.fill(own))
@@ -305,7 +299,7 @@ class Pages:
         room: str,
         outcome: Outcome,
         status: int,
-        headers: Headers,
+        headers: Sequence[tuple[bytes, bytes]],
         poll: int,
         status_url: str,
         leave_url: str,
@@ -353,13 +347,38 @@ class Pages:
         return bound.fill({name: _escaped(value) for name, value in values.items()})
 
     def _bind_moment(
-        self, language: Language, room_values: tuple[tuple[str, str], ...], poll: int, second: int
+        self,
+        language: Language,
+        title: str,
+        status_url: str,
+        leave_url: str,
+        stream_url: str,
+        lottery: bool,
+        paused: bool,
+        poll: int,
+        second: int,
     ) -> Compiled:
-        """The waiting page in ``language`` with a room's values and the
-        moment's (the poll interval, the clock's ``second``) in."""
-        moment = {"poll_seconds": str(poll), "updated": language.clock(second)}
+        """The waiting page in ``language`` with a room's values (its title,
+        links, labels for a line or a draw, paused or not) and the moment's
+        (the poll interval, the clock's ``second``) in."""
+        room_values = (
+            ("title", title),
+            ("status_url", status_url),
+            ("leave_url", leave_url),
+            ("stream_url", stream_url),
+            *_labels(language, lottery),
+        )
         bound = self._for_room(self._waiting, language, room_values)
-        return bound.bind({name: html.escape(value) for name, value in moment.items()})
+        heading = "paused_heading" if paused else "in_line"
+        return bound.bind(
+            {
+                "poll_seconds": html.escape(str(poll)),
+                "updated": html.escape(language.clock(second)),
+                "line_state": "paused" if paused else "",
+                "heading": _texts(language)[f"t_{heading}"],
+                "tab": _tab(language, _escaped(title), heading),
+            }
+        )
 
     def _make_line_headers(self, as_json: bool, poll: int, tag: str) -> tuple[tuple[bytes, bytes], ...]:
         return (
