@@ -24,7 +24,7 @@ from .test_deadlines import hang, resume
 
 chromium_or_skip()
 
-from playwright.sync_api import Browser, Page  # noqa: E402
+from playwright.sync_api import Browser, Page, Route  # noqa: E402
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 
 HIDDEN_TAB = """
@@ -283,6 +283,55 @@ def test_the_page_says_when_the_line_cannot_be_checked_and_keeps_the_place(
             said_now = page.text_content("#qg-say") or ""
             assert said_now.startswith("Your place in line: 1."), said_now
             assert "/checkout" in page.url
+        finally:
+            context.close()
+
+
+def test_a_quiet_streams_failed_check_is_asked_again_a_poll_interval_later(
+    own_server: EmbeddedServer, browser: Browser
+) -> None:
+    """A stream with no news is checked by one poll after 30-45 s; a check
+    that fails says the line cannot be checked and asks again a poll
+    interval later (1 s here), not after another silence: before, the
+    notice stayed up to 45 s after the line answered again. The page's
+    clock is Playwright's, so the silence takes no time; the failed check
+    is a 503 `unavailable` put in the check's way."""
+    gate = QueueGate(
+        lifespan_app,
+        # The one admission of the hour goes to the holder: the page waits
+        # at the front, its poll interval 1 s (abandon 3 s).
+        rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600.0, client_limit=0, abandon=3)],
+        secret_key=SECRET,
+        redis=own_server.url,
+        cookie_secure=False,
+        environ={},
+    )
+    import httpx
+
+    with served(gate) as base, httpx.Client() as holder:
+        assert holder.get(base + "/checkout").status_code == 200
+        context = browser.new_context()
+        try:
+            context.clock.install()
+            page = context.new_page()
+            page.goto(base + "/checkout")
+            assert page.text_content("#qg-position") == "1"
+            time.sleep(1.5)  # the stream is open (on the real clock)
+            checks: list[str] = []
+
+            def unavailable(route: Route) -> None:
+                checks.append(route.request.url)
+                route.fulfill(status=503, content_type="application/json", body='{"state":"unavailable"}')
+
+            page.route("**/_queuegate/status/sale", unavailable)
+            page.clock.run_for(46_000)  # the stream's silence: its check comes, and fails
+            until(page, "!document.getElementById('qg-trouble').hidden", 10)
+            assert checks, "the quiet stream was never checked"
+            assert page.text_content("#qg-position") == "1"
+            page.unroute("**/_queuegate/status/sale")
+            page.clock.run_for(2_500)  # a poll interval and more: asked again, and answered
+            until(page, "document.getElementById('qg-trouble').hidden", 10)
+            assert page.text_content("#qg-position") == "1"
         finally:
             context.close()
 
