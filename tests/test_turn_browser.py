@@ -229,6 +229,19 @@ def test_a_room_let_through_rings_the_turn_of_a_page_in_a_background_tab(
         assert page.evaluate("sessionStorage.getItem('notified')")
 
 
+def _one_admission_an_hour(own_server: EmbeddedServer) -> QueueGate:
+    """A gate whose one admission of the hour goes to the first client: the
+    next waits at the front, its page polling every second (abandon 3 s)."""
+    return QueueGate(
+        lifespan_app,
+        rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600.0, client_limit=0, abandon=3)],
+        secret_key=SECRET,
+        redis=own_server.url,
+        cookie_secure=False,
+        environ={},
+    )
+
+
 @pytest.mark.parametrize("pushed", [True, False], ids=["stream", "polls"])
 def test_the_page_says_when_the_line_cannot_be_checked_and_keeps_the_place(
     own_server: EmbeddedServer, browser: Browser, pushed: bool
@@ -241,17 +254,7 @@ def test_the_page_says_when_the_line_cannot_be_checked_and_keeps_the_place(
     both and only its 'last updated' time grew old."""
     import httpx
 
-    gate = QueueGate(
-        lifespan_app,
-        # The one admission of the hour goes to the holder: the page waits
-        # at the front, polling every second (abandon 3 s).
-        rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600.0, client_limit=0, abandon=3)],
-        secret_key=SECRET,
-        redis=own_server.url,
-        cookie_secure=False,
-        environ={},
-    )
-    with served(gate) as base, httpx.Client() as holder:
+    with served(_one_admission_an_hour(own_server)) as base, httpx.Client() as holder:
         assert holder.get(base + "/checkout").status_code == 200
         context = browser.new_context()
         try:
@@ -296,19 +299,9 @@ def test_a_quiet_streams_failed_check_is_asked_again_a_poll_interval_later(
     notice stayed up to 45 s after the line answered again. The page's
     clock is Playwright's, so the silence takes no time; the failed check
     is a 503 `unavailable` put in the check's way."""
-    gate = QueueGate(
-        lifespan_app,
-        # The one admission of the hour goes to the holder: the page waits
-        # at the front, its poll interval 1 s (abandon 3 s).
-        rooms=[Room("sale", paths=["/checkout*"], rate=1, per=3600.0, client_limit=0, abandon=3)],
-        secret_key=SECRET,
-        redis=own_server.url,
-        cookie_secure=False,
-        environ={},
-    )
     import httpx
 
-    with served(gate) as base, httpx.Client() as holder:
+    with served(_one_admission_an_hour(own_server)) as base, httpx.Client() as holder:
         assert holder.get(base + "/checkout").status_code == 200
         context = browser.new_context()
         try:
