@@ -165,6 +165,11 @@ class Rooms(Mapping[str, RoomControl]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._plain)
 
+    @property
+    def has_templates(self) -> bool:
+        """Whether some room is made per value (a name with placeholders)."""
+        return bool(self._templates)
+
     def __len__(self) -> int:
         return len(self._plain)
 

@@ -10,6 +10,7 @@ import logging
 from starlette.types import Message, Receive
 
 from .rooms import Rooms
+from .settings import Room
 from .stats import described
 from .store import Store, StoreError
 
@@ -55,18 +56,55 @@ async def _register(store: Store, rooms: Rooms) -> None:
     and appears at its first visitor instead. A room whose settings an
     operator changed at run time is logged too, a line each: those win
     over the code's, which a deploy may have just changed (and said
-    again where together they leave the room no limit at all)."""
+    again where together they leave the room no limit at all).
+
+    A room with somebody waiting, plain or of a template, is ticked from
+    now on (``queuegate.ticker``): a process ticks the rooms it has seen
+    somebody wait in, so after every process restarted (a deploy, a
+    crash) the line stood still until a waiting visitor asked, and each
+    interval it stood lost its admissions (an auditor's finding)."""
     plain = [rooms[name].room for name in rooms]
     failed: list[StoreError] = []
-    for start in range(0, len(plain), 100):
-        batch = plain[start : start + 100]
+    await _each(store, plain, failed, say=True)
+    tried = len(plain)
+    if rooms.has_templates:
+        # The rooms of templates that have state in Redis (a scan of its
+        # keys, once at startup: only a gate with templates pays for it).
+        try:
+            names = await store.room_names()
+        except StoreError as exc:
+            failed.append(exc)
+        else:
+            known = set(rooms)
+            made = [room for room in map(rooms.room, names) if room is not None and room.name not in known]
+            await _each(store, made, failed, say=False)
+            tried += len(made)
+    if failed:
+        logger.warning(
+            "queuegate: %d of %d rooms could not be registered at startup (%s); each appears to the "
+            "console and the back office at its first visitor, and its line moves from then on",
+            len(failed),
+            tried,
+            failed[0],
+        )
+
+
+async def _each(store: Store, rooms: list[Room], failed: list[StoreError], say: bool) -> None:
+    """Each of ``rooms`` made known in Redis (``stats``), a hundred at a
+    time; ticked if somebody waits in it; with ``say``, its settings set
+    at run time logged."""
+    for start in range(0, len(rooms), 100):
+        batch = rooms[start : start + 100]
         done = await asyncio.gather(*(store.stats(room) for room in batch), return_exceptions=True)
         for room, result in zip(batch, done, strict=True):
             if isinstance(result, StoreError):
                 failed.append(result)
-            elif isinstance(result, BaseException):
+                continue
+            if isinstance(result, BaseException):
                 raise result
-            elif result["run_time"]:
+            if result["waiting"] > 0:
+                store.ticker.watch(room)
+            if say and result["run_time"]:
                 logger.warning(
                     "queuegate: room %r runs with settings set at run time, over the code's: %s "
                     "(`queuegate set %s --reset all` goes back to the code's)",
@@ -80,11 +118,3 @@ async def _register(store: Store, rooms: Rooms) -> None:
                         "(no limit) with the settings set at run time over this code's",
                         room.name,
                     )
-    if failed:
-        logger.warning(
-            "queuegate: %d of %d rooms could not be registered at startup (%s); each appears to the "
-            "console and the back office at its first visitor",
-            len(failed),
-            len(plain),
-            failed[0],
-        )

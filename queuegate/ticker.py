@@ -2,7 +2,8 @@
 
 A room's token bucket holds at most N (``advance.lua``): a refill nobody
 calls for is lost, so the line must not wait for a visitor to ask. Each app
-process ticks the rooms it has seen somebody wait in: at each moment a room
+process ticks the rooms it has seen somebody wait in (and, from its start,
+those of its own with somebody waiting: ``queuegate.startup``): at each moment a room
 could change by itself (its next refill, the first session's end in a full
 room, its opening; ``tick.lua`` says when), one call moves it. One process
 a room does so, under a short lease in Redis (``SET NX PX``) that it renews

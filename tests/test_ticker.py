@@ -79,3 +79,44 @@ async def test_open_admits_at_once(store: Store) -> None:
     await store.configure(room, status="open")
     # In the command's own call: a full bucket, and no more.
     assert await active(store, room) == 3
+
+
+@pytest.mark.parametrize("template", [False, True], ids=["plain", "of-a-template"])
+async def test_the_line_moves_after_every_process_restarted(redis_url: str, template: bool) -> None:
+    """Every process restarts (a deploy, a crash) while people wait, and
+    nobody asks: the new processes tick the room from their start. Before,
+    a process ticked only the rooms it had seen somebody wait in, and the
+    line stood still until a waiting visitor asked, losing each interval's
+    admissions (an auditor's finding)."""
+    from queuegate import QueueGate
+
+    from .conftest import SECRET, lifespan_app, running
+
+    settings = {"rate": 2, "per": 0.5, "session": 600.0, "client_limit": 0}
+    room = Room("ticket-42" if template else "sale", paths=["/x"], **settings)  # type: ignore[arg-type]
+    before = Store(connect(redis_url, 5.0))
+    try:
+        for i in range(30):
+            await before.enter(room, f"v{i}")
+    finally:
+        await before.aclose()  # every process gone: nobody ticks the room
+    # Its lease lapses (a new process takes over within it, as from one
+    # that stopped), and the room stands still meanwhile.
+    await asyncio.sleep(LEASE_MS / 1000 + 0.2)
+    admitted = await active_alone(redis_url, room)
+    assert admitted == 2
+    declared = Room("ticket-{event}", paths=["/t/{event}"], **settings) if template else room  # type: ignore[arg-type]
+    gate = QueueGate(lifespan_app, rooms=[declared], secret_key=SECRET, redis=redis_url, environ={})
+    async with running(gate):
+        await asyncio.sleep(1.6)  # its start, and three refills at least, with nobody asking
+        # Its start lets in a bucket (2); each refill 2 more.
+        assert await active(gate.store, room) >= admitted + 2 + 6
+
+
+async def active_alone(redis_url: str, room: Room) -> int:
+    """``active``, read by a store of its own (closed after)."""
+    store = Store(connect(redis_url, 5.0))
+    try:
+        return await active(store, room)
+    finally:
+        await store.aclose()
