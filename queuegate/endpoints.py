@@ -111,10 +111,12 @@ class Endpoints:
         self._pattern = re.compile(
             re.escape(endpoint) + r"/(status|leave|stream|join)/([A-Za-z0-9_-]{1,100})"
         )
-        # What else names an action is the gate's too, answered "no such
-        # room" (a trailing slash, no room, a name no room can have, more
-        # after it): given to the app, it was a join where a room covers it.
-        self._claimed = re.compile(re.escape(endpoint) + r"/(status|leave|stream|join)(?:/.*)?", re.DOTALL)
+        # What else begins with an action and a slash is the gate's too,
+        # answered "no such room" (a trailing slash, a name no room can
+        # have, more after it): given to the app, it was a join where a room
+        # covers it. The action alone (`/api/status` under endpoint="/api")
+        # stays the app's.
+        self._claimed = re.compile(re.escape(endpoint) + r"/(status|leave|stream|join)/.*", re.DOTALL)
         self._prefix = endpoint + "/"
         # A page polls the same route every few seconds (bounded: the room
         # part of a route is the client's to choose).
@@ -124,8 +126,8 @@ class Endpoints:
 
     def match(self, route: str) -> tuple[str, str] | None:
         """(action, room name) for a route path under the endpoint, if any;
-        the name is "" for a route that names an action but no room's name
-        in the one form the endpoints take (answered 404)."""
+        the name is "" for a route under an action's path (``status/``...)
+        that is not an endpoint's one form (answered 404)."""
         if not route.startswith(self._prefix):
             return None
         if len(route) <= CACHED_ROUTE_LENGTH:

@@ -99,7 +99,8 @@ def _shown(written: dict[str, str], after: dict[str, Any]) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """10 for 10.0 (a duration of whole seconds); any other value as it is."""
+    """A whole float as an int (10 for a duration of 10.0 s); any other
+    value as it is."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
