@@ -11,6 +11,7 @@ handshake (a websocket). Everything that can be prepared is prepared in
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import logging
@@ -31,8 +32,9 @@ from .paths import compile_patterns, forms, route_path
 from .rooms import Rooms
 from .served import passing, watch_served
 from .settings import ConfigError, Room
-from .startup import warming
+from .startup import registered, warming
 from .store import FAR_FROM, Client, Store, connect
+from .tasks import stop
 from .tokens import Tokens
 from .unrouted import say_unrouted
 from .visitors import Identify, Visitors
@@ -222,6 +224,7 @@ class QueueGate:
         self._measure_all = any(room.target is not None for room in settings.rooms)
         # The look for a loss of Redis's data not started yet (queuegate.dataloss).
         self._unwatched = True
+        self._registering: asyncio.Task[None] | None = None  # the same, at the first request
         self._served = watch_served(self, app)  # the app served without the gate, said at its start
 
     # -- routing -----------------------------------------------------------
@@ -232,6 +235,8 @@ class QueueGate:
             if self._unwatched:  # a server that ran no lifespan (Django's handler, daphne)
                 self._unwatched = False
                 self.store.data_watch.start()
+                # Its rooms made known, those with somebody waiting ticked, beside this request.
+                self._registering = asyncio.get_running_loop().create_task(registered(self.store, self.rooms))
             path = scope["path"]
             if path[:1] != "/" and not (path == "*" and scope.get("method") == "OPTIONS"):
                 await self._refuse_target(scope, receive, send)
@@ -265,7 +270,7 @@ class QueueGate:
                 return
         elif kind == "lifespan":
             say_unrouted(self.app, self.settings.rooms)  # the app's routes are all there by now
-            receive = warming(self.store, self.rooms, receive)
+            receive = warming(self.store, self.rooms, receive, self._started)
             send = self._closing_send(send)
             with passing(self._served):
                 await self.app(scope, receive, send)
@@ -329,8 +334,14 @@ class QueueGate:
 
         return closing_send
 
+    def _started(self) -> None:
+        """The lifespan's startup ran ``warming``: the first request need not."""
+        self._unwatched = False
+
     async def aclose(self) -> None:
         """Close the gate's connections (its lifespan does, when it owns them)."""
+        if self._registering is not None:
+            await stop([self._registering])
         await self.health.aclose()
         await self.store.aclose()
 

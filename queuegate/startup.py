@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from starlette.types import Message, Receive
 
@@ -14,20 +15,22 @@ from .settings import Room
 from .stats import described
 from .store import Store, StoreError
 
-__all__ = ["warming"]
+__all__ = ["registered", "warming"]
 
 logger = logging.getLogger("queuegate")
 
 
-def warming(store: Store, rooms: Rooms, receive: Receive) -> Receive:
+def warming(store: Store, rooms: Rooms, receive: Receive, started: Callable[[], None]) -> Receive:
     """At startup, connect to Redis and load the scripts before the app
-    starts, so the first requests keep their whole deadline, and make
-    each room of the code known in Redis (templates aside), so that the
+    starts, so the first requests keep their whole deadline, make each
+    room of the code known in Redis (templates aside), so that the
     console, a Store and the back office can pause it or set its rate
-    before its first visitor; then look for a loss of Redis's data every
-    few seconds (``queuegate.dataloss``). Redis not answering is logged, never
+    before its first visitor, and tick those with somebody waiting (rooms
+    of templates too); then look for a loss of Redis's data every few
+    seconds (``queuegate.dataloss``). Redis not answering is logged, never
     fatal: gated requests fail closed (or open, as configured) until it
-    answers."""
+    answers. ``started()`` is called once all that is under way (where no
+    lifespan ran, the first request does it: ``registered``)."""
 
     async def warming_receive() -> Message:
         message = await receive()
@@ -45,9 +48,21 @@ def warming(store: Store, rooms: Rooms, receive: Receive) -> Receive:
             else:
                 await _register(store, rooms)
             store.data_watch.start()  # a loss of Redis's data said, even while nobody waits
+            started()
         return message
 
     return warming_receive
+
+
+async def registered(store: Store, rooms: Rooms) -> None:
+    """``_register`` where no lifespan ran (a task at the first request):
+    Redis not answering is said, as at a lifespan's startup."""
+    try:
+        await _register(store, rooms)
+    except StoreError as exc:
+        logger.warning("queuegate: the rooms could not be registered at the first request (%s)", exc)
+    except Exception:  # a bug: said, and the requests go on
+        logger.exception("queuegate: the rooms could not be registered at the first request")
 
 
 async def _register(store: Store, rooms: Rooms) -> None:

@@ -81,16 +81,24 @@ async def test_open_admits_at_once(store: Store) -> None:
     assert await active(store, room) == 3
 
 
-@pytest.mark.parametrize("template", [False, True], ids=["plain", "of-a-template"])
-async def test_the_line_moves_after_every_process_restarted(redis_url: str, template: bool) -> None:
+@pytest.mark.parametrize(
+    ("template", "lifespan"),
+    [(False, True), (True, True), (False, False)],
+    ids=["plain", "of-a-template", "without-a-lifespan"],
+)
+async def test_the_line_moves_after_every_process_restarted(
+    redis_url: str, template: bool, lifespan: bool
+) -> None:
     """Every process restarts (a deploy, a crash) while people wait, and
-    nobody asks: the new processes tick the room from their start. Before,
-    a process ticked only the rooms it had seen somebody wait in, and the
-    line stood still until a waiting visitor asked, losing each interval's
-    admissions (an auditor's finding)."""
+    nobody asks: the new processes tick the room from their start (a
+    server that runs no lifespan, as Django's handler: from its first
+    request, to any page). Before, a process ticked only the rooms it had
+    seen somebody wait in, and the line stood still until a waiting
+    visitor asked, losing each interval's admissions (an auditor's
+    finding)."""
     from queuegate import QueueGate
 
-    from .conftest import SECRET, lifespan_app, running
+    from .conftest import SECRET, client_for, lifespan_app, running
 
     settings = {"rate": 2, "per": 0.5, "session": 600.0, "client_limit": 0}
     room = Room("ticket-42" if template else "sale", paths=["/x"], **settings)  # type: ignore[arg-type]
@@ -107,10 +115,19 @@ async def test_the_line_moves_after_every_process_restarted(redis_url: str, temp
     assert admitted == 2
     declared = Room("ticket-{event}", paths=["/t/{event}"], **settings) if template else room  # type: ignore[arg-type]
     gate = QueueGate(lifespan_app, rooms=[declared], secret_key=SECRET, redis=redis_url, environ={})
-    async with running(gate):
-        await asyncio.sleep(1.6)  # its start, and three refills at least, with nobody asking
-        # Its start lets in a bucket (2); each refill 2 more.
+    if lifespan:
+        async with running(gate):
+            await asyncio.sleep(1.6)  # its start, and three refills at least, with nobody asking
+            # Its start lets in a bucket (2); each refill 2 more.
+            assert await active(gate.store, room) >= admitted + 2 + 6
+        return
+    try:
+        async with client_for(gate) as client:
+            assert (await client.get("/about")).status_code == 200  # a page no room gates
+        await asyncio.sleep(1.6)
         assert await active(gate.store, room) >= admitted + 2 + 6
+    finally:
+        await gate.aclose()
 
 
 async def active_alone(redis_url: str, room: Room) -> int:
