@@ -321,21 +321,23 @@ class QueueGate:
 
     def _closing_send(self, send: Send) -> Send:
         """At the lifespan's shutdown, the gate's connections closed if it
-        made them; else (a client given) its look for a loss of data stops,
-        and the client is left to its owner."""
+        made them; else (a client given) its look for a loss of data and
+        its rooms' registration stop, and the client is left to its owner."""
 
         async def closing_send(message: Message) -> None:
             if message["type"] == "lifespan.shutdown.complete":
                 if self._owns_client:
                     await self.aclose()
                 else:
+                    if self._registering is not None:
+                        await stop([self._registering])
                     await self.store.data_watch.aclose()
             await send(message)
 
         return closing_send
 
     def _started(self) -> None:
-        """The lifespan's startup ran ``warming``: the first request need not."""
+        """The lifespan's startup registered the rooms: the first request need not."""
         self._unwatched = False
 
     async def aclose(self) -> None:

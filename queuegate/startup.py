@@ -29,8 +29,9 @@ def warming(store: Store, rooms: Rooms, receive: Receive, started: Callable[[], 
     of templates too); then look for a loss of Redis's data every few
     seconds (``queuegate.dataloss``). Redis not answering is logged, never
     fatal: gated requests fail closed (or open, as configured) until it
-    answers. ``started()`` is called once all that is under way (where no
-    lifespan ran, the first request does it: ``registered``)."""
+    answers. ``started()`` is called once the rooms are registered (where
+    no lifespan ran, or Redis did not answer it, the first request does
+    it: ``registered``)."""
 
     async def warming_receive() -> Message:
         message = await receive()
@@ -47,8 +48,8 @@ def warming(store: Store, rooms: Rooms, receive: Receive, started: Callable[[], 
                 )
             else:
                 await _register(store, rooms)
+                started()  # (else the first request tries again)
             store.data_watch.start()  # a loss of Redis's data said, even while nobody waits
-            started()
         return message
 
     return warming_receive

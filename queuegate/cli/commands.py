@@ -78,8 +78,9 @@ async def _set(ask: Bounded, args: argparse.Namespace) -> Output:
 
 def _shown(written: dict[str, str], after: dict[str, Any]) -> str:
     """Fields as configure.lua wrote them, for people: ``rate=5, per=1``
-    (seconds for durations, whole ones without a decimal point); a reset one with the code's value it is back
-    to, from the room's stats ``after`` the change (when read)."""
+    (seconds for durations, whole ones without a decimal point); a reset
+    one with the code's value it is back to, from the room's stats
+    ``after`` the change (when read)."""
     shown = []
     for name, value in written.items():
         if name == "pinned":
